@@ -1,0 +1,137 @@
+/*
+ * cfg.h - the one configuration file every spur program reads (DESIGN.md section 8).
+ *
+ * Guarantees:
+ *   - Strict: an unknown key, a duplicate key, a wrong type or an out-of-range value is an
+ *     error whose message reads "FILE:LINE: key.path: reason"; nothing is silently
+ *     ignored or clamped. Programs exit 78 (EX_CONFIG) on it.
+ *   - The default path (/etc/spur/spur.yaml, or SPUR_CONFIG) may be missing: then the
+ *     embedded defaults apply, one replica on loopback. A path given with -f must exist.
+ *   - Keys the file leaves out take the embedded defaults; cfg_print() writes the effective
+ *     configuration back as YAML that cfg_load() accepts (spurctld --check-config).
+ *   - Cross-key rules (stall before kill, election slower than heartbeat, one default
+ *     partition...) are checked after loading, naming the line of the key at fault.
+ *
+ * Ownership: struct cfg owns every string and array in it; cfg_free() releases them. The
+ * loader does no I/O beyond reading the one file, so tests and the fuzzer call
+ * cfg_load_buffer() directly.
+ */
+#ifndef SPUR_CFG_H
+#define SPUR_CFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CFG_ERR_MAX 512
+#define CFG_MAX_FILE_BYTES (1u << 20)
+#define CFG_MAX_PEERS 9
+
+struct cfg_error {
+    char msg[CFG_ERR_MAX]; /* "FILE:LINE: key: reason" */
+};
+
+struct cfg_partition {
+    char *name;
+    char *nodes;          /* "ALL" or a comma list of node names */
+    bool is_default;
+    uint32_t max_nodes;   /* 0: no limit */
+    uint32_t max_time_min;/* 0: no limit */
+    uint32_t max_cpus_per_node; /* 0: no limit */
+    uint32_t max_mem_mb_per_node; /* 0: no limit */
+    bool up;              /* state UP (true) or DOWN */
+};
+
+struct cfg {
+    char *source; /* file the values came from, or "(embedded defaults)" */
+    char *cluster_name;
+    struct {
+        char *listen;
+        char *state_dir;
+        uint32_t node_id; /* 0: derive from the hostname's position in peers */
+        char **peers;
+        size_t npeers;
+        char **hosts;
+        size_t nhosts;
+        uint32_t finished_job_retention_s;
+        uint32_t max_frame_bytes;
+        uint32_t max_script_bytes;
+    } controller;
+    struct {
+        char *listen;
+        uint32_t heartbeat_ms;
+        uint32_t election_timeout_ms;
+        uint32_t snapshot_entries;
+        bool fsync;
+    } raft;
+    struct {
+        bool enabled;
+        char *bind; /* "all", "loopback" or an address */
+        uint32_t port;
+        uint32_t max_connections;
+        uint32_t idle_timeout_ms;
+    } health;
+    struct {
+        bool enabled;
+        char *bind;
+        uint32_t port;
+    } metrics;
+    struct {
+        uint32_t heartbeat_ms;
+        uint32_t stall_timeout_ms;
+        uint32_t kill_timeout_ms;
+        uint32_t shutdown_grace_ms;
+        uint32_t exit_linger_ms; /* keep answering "dead" this long before exiting */
+    } supervisor;
+    struct {
+        char *database_url;
+    } accounting;
+    struct {
+        char *level; /* debug, info, warn, error */
+    } log;
+    struct cfg_partition *partitions;
+    size_t npartitions;
+};
+
+/* Fill *c with the embedded defaults (one replica on loopback). */
+int cfg_defaults(struct cfg *c);
+void cfg_free(struct cfg *c);
+
+/*
+ * Load a file. path NULL: the default path (SPUR_CONFIG, else the build's sysconfdir
+ * spur/spur.yaml), falling back to the embedded defaults when that file does not exist.
+ * Returns 0, or -1 with err->msg set.
+ */
+int cfg_load(const char *path, struct cfg *c, struct cfg_error *err);
+/* Parse YAML held in memory; name is used in messages. Returns 0 or -1. */
+int cfg_load_buffer(const char *name, const char *buf, size_t len, struct cfg *c,
+                    struct cfg_error *err);
+/* The path cfg_load(NULL, ...) reads. */
+const char *cfg_default_path(void);
+
+/* Write the effective configuration as YAML. */
+void cfg_print(FILE *out, const struct cfg *c);
+
+/*
+ * Split "host:port", "[v6]:port" or "v6addr-without-port"; host gets the bracket-free
+ * host. Returns 0 or -1 for a malformed value.
+ */
+int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
+/*
+ * The address a "bind" setting means: "all" -> "::" (dual stack), "loopback" -> "127.0.0.1",
+ * anything else must be an IPv4 or IPv6 literal. Returns 0 or -1.
+ */
+int cfg_bind_address(const char *bind, char *addr, size_t addrlen);
+/*
+ * This replica's node id: controller.node_id when set, else 1 + the index of the peer
+ * whose host is hostname (exact, or the first DNS label equal to the short hostname, as
+ * StatefulSet pods are named), else 1 when there is exactly one peer. Returns 0 when
+ * nothing matches.
+ */
+uint32_t cfg_node_id(const struct cfg *c, const char *hostname);
+
+/* The dotted names of every key the loader accepts (NULL-terminated), for docs tests. */
+const char *const *cfg_key_names(void);
+
+#endif

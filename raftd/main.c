@@ -1,0 +1,259 @@
+/*
+ * main.c - spurctld-raftd, the worker: command line, configuration, state directory,
+ * status frames to the supervisor.
+ *
+ * Start-up order matters and is part of the contract with the supervisor:
+ *   1. PR_SET_PDEATHSIG, so this process never outlives the supervisor;
+ *   2. fd 3 (--status-fd) marked close-on-exec and non-blocking before anything could
+ *      fork, so no grandchild can hold the status pipe open;
+ *   3. configuration (exit 78 on error), state directory and its lock (exit 73);
+ *   4. STARTING frame, then the event loop; RUNNING once state is loaded.
+ * Failures before RUNNING exit with a code from 64-78, which the supervisor passes on.
+ */
+#include "cfg.h"
+#include "log.h"
+#include "statedir.h"
+#include "status.h"
+#include "statusw.h"
+#include "util.h"
+
+#include "spur_build.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+struct worker {
+    struct cfg cfg;
+    struct statedir sd;
+    struct statusw sw;
+    struct event_base *base;
+    struct event *ev_heartbeat, *ev_term, *ev_int, *ev_hup;
+    uint32_t node_id;
+    enum status_phase phase;
+    int exit_code;
+};
+
+static void fill_status(const struct worker *w, struct worker_status *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->phase = w->phase;
+    s->node_id = w->node_id;
+    s->pid = (uint32_t)getpid();
+    /*
+     * Until the replicated core runs here, a one-replica configuration is its own leader
+     * and a multi-replica one honestly reports no leader (so it is never ready).
+     */
+    if (w->cfg.controller.npeers == 1 && w->phase == STATUS_PHASE_RUNNING) {
+        s->role = STATUS_ROLE_LEADER;
+        s->term = 1;
+        s->leader_id = w->node_id;
+    } else {
+        s->role = STATUS_ROLE_FOLLOWER;
+    }
+}
+
+static void send_status(struct worker *w)
+{
+    struct worker_status s;
+    fill_status(w, &s);
+    if (statusw_send(&w->sw, &s) < 0) {
+        log_event(LOG_ERROR, "raftd", "status pipe broken: the supervisor is gone; exiting",
+                  NULL);
+        w->exit_code = EXIT_SOFTWARE;
+        event_base_loopbreak(w->base);
+    }
+}
+
+static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    send_status(arg);
+}
+
+static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)what;
+    log_event(LOG_INFO, "raftd", "stopping", "signal=%s", signal_name((int)sig));
+    w->phase = STATUS_PHASE_STOPPING;
+    send_status(w);
+    w->exit_code = 0;
+    event_base_loopbreak(w->base);
+}
+
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    (void)arg;
+    log_event(LOG_INFO, "raftd", "SIGHUP received; configuration reload is not supported, "
+              "restart the replica to apply changes", NULL);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: spurctld-raftd [OPTIONS]\n"
+            "The spurctld Raft worker. Normally started by spurctld; runs by hand for\n"
+            "debugging.\n"
+            "\n"
+            "  -f, --config FILE     configuration file (default %s)\n"
+            "      --state-dir DIR   override controller.state_dir\n"
+            "      --status-fd N     write status frames to descriptor N (set by spurctld)\n"
+            "  -V, --version         print the version and exit\n"
+            "  -h, --help            print this help and exit\n",
+            SPUR_DEFAULT_CONFIG);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'f'},
+        {"state-dir", required_argument, NULL, 'S'},
+        {"status-fd", required_argument, NULL, 'F'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *config_path = NULL, *state_dir = NULL;
+    int status_fd = -1;
+    int c;
+    struct worker w;
+    char why[512];
+
+    memset(&w, 0, sizeof(w));
+    log_setup(LOG_INFO, "spurctld-raftd");
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":f:Vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            config_path = optarg;
+            break;
+        case 'S':
+            state_dir = optarg;
+            break;
+        case 'F': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end != '\0' || v < 0 || v > 1024) {
+                fprintf(stderr, "spurctld-raftd: --status-fd: \"%s\" is not a descriptor\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            status_fd = (int)v;
+            break;
+        }
+        case 'V':
+            printf("spurctld-raftd %s\n", SPUR_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "spurctld-raftd: bad option %s\n", argv[optind - 1]);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "spurctld-raftd: unexpected argument \"%s\"\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+
+    /* 1 and 2: never outlive the supervisor; never leak the status pipe. */
+    if (status_fd >= 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (getppid() == 1 && getpid() != 1) {
+            log_event(LOG_ERROR, "raftd", "supervisor already gone at start; exiting", NULL);
+            return EXIT_SOFTWARE;
+        }
+    }
+    if (statusw_attach(&w.sw, status_fd) != 0) {
+        log_event(LOG_ERROR, "raftd", "status descriptor is not open", "fd=%d", status_fd);
+        return EXIT_USAGE;
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    /* 3: configuration and state. */
+    struct cfg_error err;
+    if (cfg_load(config_path, &w.cfg, &err) != 0) {
+        log_event(LOG_ERROR, "raftd", "invalid configuration; exiting 78", "error=\"%s\"",
+                  err.msg);
+        return EXIT_CONFIG;
+    }
+    log_setup((enum log_level)log_level_parse(w.cfg.log.level), "spurctld-raftd");
+    if (state_dir != NULL) {
+        free(w.cfg.controller.state_dir);
+        w.cfg.controller.state_dir = strdup(state_dir);
+    }
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    w.node_id = cfg_node_id(&w.cfg, host);
+    if (w.node_id == 0) {
+        log_event(LOG_ERROR, "raftd",
+                  "cannot tell this replica's node id: set controller.node_id or list this host "
+                  "in controller.peers; exiting 78",
+                  "hostname=\"%s\"", host);
+        cfg_free(&w.cfg);
+        return EXIT_CONFIG;
+    }
+
+    w.base = event_base_new();
+    if (w.base == NULL) {
+        log_event(LOG_ERROR, "raftd", "cannot create the event loop; exiting 71", NULL);
+        return EXIT_OSERR;
+    }
+    w.phase = STATUS_PHASE_STARTING;
+    send_status(&w);
+
+    int rc = statedir_open(&w.sd, w.cfg.controller.state_dir, why, sizeof(why));
+    if (rc != 0) {
+        log_event(LOG_ERROR, "raftd", "state directory unusable; exiting", "exit=%d error=\"%s\"",
+                  rc, why);
+        event_base_free(w.base);
+        cfg_free(&w.cfg);
+        return rc;
+    }
+
+    w.ev_heartbeat = event_new(w.base, -1, EV_PERSIST, on_heartbeat, &w);
+    w.ev_term = evsignal_new(w.base, SIGTERM, on_stop_signal, &w);
+    w.ev_int = evsignal_new(w.base, SIGINT, on_stop_signal, &w);
+    w.ev_hup = evsignal_new(w.base, SIGHUP, on_hup, &w);
+    if (!w.ev_heartbeat || !w.ev_term || !w.ev_int || !w.ev_hup) {
+        log_event(LOG_ERROR, "raftd", "cannot create events; exiting 71", NULL);
+        return EXIT_OSERR;
+    }
+    uint32_t hb = w.cfg.supervisor.heartbeat_ms;
+    struct timeval tv = {hb / 1000, (hb % 1000) * 1000};
+    event_add(w.ev_heartbeat, &tv);
+    evsignal_add(w.ev_term, NULL);
+    evsignal_add(w.ev_int, NULL);
+    evsignal_add(w.ev_hup, NULL);
+
+    /* 4: nothing to replay yet; running. */
+    w.phase = STATUS_PHASE_RUNNING;
+    send_status(&w);
+    log_event(LOG_INFO, "raftd", "running", "node_id=%u state_dir=\"%s\" peers=%zu", w.node_id,
+              w.cfg.controller.state_dir, w.cfg.controller.npeers);
+
+    event_base_dispatch(w.base);
+
+    event_free(w.ev_heartbeat);
+    event_free(w.ev_term);
+    event_free(w.ev_int);
+    event_free(w.ev_hup);
+    event_base_free(w.base);
+    statedir_close(&w.sd);
+    cfg_free(&w.cfg);
+    log_event(w.exit_code ? LOG_ERROR : LOG_INFO, "raftd", "exiting", "exit=%d", w.exit_code);
+    return w.exit_code;
+}
