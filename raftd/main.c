@@ -35,7 +35,8 @@ struct worker {
     struct statedir sd;
     struct statusw sw;
     struct event_base *base;
-    struct event *ev_heartbeat, *ev_term, *ev_int, *ev_hup;
+    struct event *ev_heartbeat, *ev_term, *ev_int, *ev_hup, *ev_usr1, *ev_usr2;
+    bool debug_toggled;
     uint32_t node_id;
     enum status_phase phase;
     int exit_code;
@@ -88,6 +89,34 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     send_status(w);
     w->exit_code = 0;
     event_base_loopbreak(w->base);
+}
+
+/* SIGUSR1: one log line with everything the status frame says, and the frame counters. */
+static void on_usr1(evutil_socket_t sig, short what, void *arg)
+{
+    struct worker *w = arg;
+    struct worker_status s;
+    (void)sig;
+    (void)what;
+    fill_status(w, &s);
+    log_event(LOG_INFO, "raftd", "status", "phase=%s node=%u role=%s term=%llu leader=%u "
+              "frames_sent=%llu frames_dropped=%llu",
+              status_phase_name(s.phase), s.node_id, status_role_name(s.role),
+              (unsigned long long)s.term, s.leader_id, (unsigned long long)w->sw.sent,
+              (unsigned long long)w->sw.dropped);
+}
+
+/* SIGUSR2: toggle debug logging, back to the configured level on the next one. */
+static void on_usr2(evutil_socket_t sig, short what, void *arg)
+{
+    struct worker *w = arg;
+    (void)sig;
+    (void)what;
+    w->debug_toggled = !w->debug_toggled;
+    int level = w->debug_toggled ? LOG_DEBUG : log_level_parse(w->cfg.log.level);
+    log_setup((enum log_level)level, "spurctld-raftd");
+    log_event(LOG_INFO, "raftd", "log level changed by SIGUSR2", "level=%s",
+              log_level_name((enum log_level)level));
 }
 
 static void on_hup(evutil_socket_t sig, short what, void *arg)
@@ -228,7 +257,9 @@ int main(int argc, char **argv)
     w.ev_term = evsignal_new(w.base, SIGTERM, on_stop_signal, &w);
     w.ev_int = evsignal_new(w.base, SIGINT, on_stop_signal, &w);
     w.ev_hup = evsignal_new(w.base, SIGHUP, on_hup, &w);
-    if (!w.ev_heartbeat || !w.ev_term || !w.ev_int || !w.ev_hup) {
+    w.ev_usr1 = evsignal_new(w.base, SIGUSR1, on_usr1, &w);
+    w.ev_usr2 = evsignal_new(w.base, SIGUSR2, on_usr2, &w);
+    if (!w.ev_heartbeat || !w.ev_term || !w.ev_int || !w.ev_hup || !w.ev_usr1 || !w.ev_usr2) {
         log_event(LOG_ERROR, "raftd", "cannot create events; exiting 71", NULL);
         return EXIT_OSERR;
     }
@@ -238,6 +269,8 @@ int main(int argc, char **argv)
     evsignal_add(w.ev_term, NULL);
     evsignal_add(w.ev_int, NULL);
     evsignal_add(w.ev_hup, NULL);
+    evsignal_add(w.ev_usr1, NULL);
+    evsignal_add(w.ev_usr2, NULL);
 
     /* 4: nothing to replay yet; running. */
     w.phase = STATUS_PHASE_RUNNING;
@@ -251,6 +284,8 @@ int main(int argc, char **argv)
     event_free(w.ev_term);
     event_free(w.ev_int);
     event_free(w.ev_hup);
+    event_free(w.ev_usr1);
+    event_free(w.ev_usr2);
     event_base_free(w.base);
     statedir_close(&w.sd);
     cfg_free(&w.cfg);

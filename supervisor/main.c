@@ -50,8 +50,9 @@ static int executable(const char *p)
 }
 
 /*
- * The worker: --worker, else next to this program in a build tree (../raftd/) or in the
- * same directory, else libexecdir.
+ * The worker: --worker, else next to this program in a build tree (../raftd/), in the
+ * same directory, in ../libexec/ (an installed tree moved away from its prefix, or a
+ * DESTDIR staging tree), else the configured libexecdir.
  */
 static int find_worker(const char *given, char *out, size_t outlen)
 {
@@ -68,6 +69,9 @@ static int find_worker(const char *given, char *out, size_t outlen)
         if (executable(out))
             return 0;
         snprintf(out, outlen, "%s/spurctld-raftd", dir);
+        if (executable(out))
+            return 0;
+        snprintf(out, outlen, "%s/../libexec/spurctld-raftd", dir);
         if (executable(out))
             return 0;
     }
@@ -137,8 +141,9 @@ int main(int argc, char **argv)
     if (cfg_load(config_path, &cfg, &err) != 0) {
         if (check_only)
             fprintf(stderr, "spurctld: invalid configuration: %s\n", err.msg);
-        log_event(LOG_ERROR, "cfg", "invalid configuration; exiting 78", "error=\"%s\"",
-                  err.msg);
+        else
+            log_event(LOG_ERROR, "cfg", "invalid configuration; exiting 78", "error=\"%s\"",
+                      err.msg);
         return EXIT_CONFIG;
     }
     if (state_dir != NULL) {

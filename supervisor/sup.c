@@ -110,6 +110,7 @@ struct sup {
     bool worker_exited;
     int worker_wstatus;
     bool reported_running;
+    uint64_t extend_sent_ns; /* last EXTEND_TIMEOUT_USEC, while STARTING */
     bool have_frame;
     struct worker_status last;
     uint64_t bad_frames;
@@ -535,6 +536,18 @@ static void on_frame(struct sup *s, const struct worker_status *w, uint64_t now)
     if (w->phase == STATUS_PHASE_RUNNING && !s->reported_running) {
         s->reported_running = true;
         notify_send(&s->notify, "READY=1");
+    } else if (w->phase == STATUS_PHASE_STARTING && !s->reported_running &&
+               now - s->extend_sent_ns >= 1000000000ull) {
+        /*
+         * A long log replay keeps sending STARTING frames; each second of them buys
+         * systemd's start timeout another stall period, so TimeoutStartSec can stay short
+         * while a live replay is never killed for being slow.
+         */
+        char ext[64];
+        s->extend_sent_ns = now;
+        snprintf(ext, sizeof(ext), "EXTEND_TIMEOUT_USEC=%llu",
+                 (unsigned long long)s->cfg->supervisor.stall_timeout_ms * 2000ull);
+        notify_send(&s->notify, ext);
     }
 }
 

@@ -594,3 +594,39 @@ def test_raftd_runs_by_hand_without_status_fd(tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(5) == 0
+
+
+def test_real_worker_handles_usr1_and_usr2(sups):
+    sup = sups.start(sups.config())
+    sup.wait_ready()
+    sup.signal(signal.SIGUSR1)
+    wait_until(lambda: 'comp=raftd msg="status"' in sup.log(), 5)
+    sup.signal(signal.SIGUSR2)
+    wait_until(lambda: "log level changed by SIGUSR2" in sup.log() and "level=debug" in
+               sup.log(), 5)
+    sup.signal(signal.SIGUSR2)
+    wait_until(lambda: sup.log().count("log level changed by SIGUSR2") == 2, 5)
+    assert sup.proc.poll() is None
+    assert sup.get("/readyz") == (200, "ok\n")
+
+
+def test_sd_notify_extends_start_timeout_while_starting(sups, tmp_path):
+    path = str(tmp_path / "notify.sock")
+    rx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    rx.bind(path)
+    rx.settimeout(0.2)
+    sup = tw_sup(sups, env={"NOTIFY_SOCKET": path, "TW_STARTING_MS": "2500"}, linger=0)
+    got = []
+    end = time.monotonic() + 5
+    while time.monotonic() < end and "READY=1" not in got:
+        try:
+            got.append(rx.recv(4096).decode())
+        except socket.timeout:
+            pass
+    rx.close()
+    assert "READY=1" in got, got
+    ext = [m for m in got[:got.index("READY=1")] if m.startswith("EXTEND_TIMEOUT_USEC=")]
+    assert len(ext) >= 2, got
+    stall_ms = sup.cfg["supervisor"]["stall_timeout_ms"]
+    assert ext[0] == f"EXTEND_TIMEOUT_USEC={stall_ms * 2000}"
+    assert not [m for m in got[got.index("READY=1"):] if m.startswith("EXTEND")]
