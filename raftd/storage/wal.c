@@ -1,0 +1,1182 @@
+/*
+ * wal.c - segment files, frames, batches, replay and recovery; see wal.h.
+ *
+ * ON-DISK FORMAT (version 1). All integers little-endian.
+ *
+ * Files. The log is a sequence of segment files state_dir/wal-<seq>.log, seq 16 lower-case
+ * hex digits, consecutive (1, 2, 3, ...; compaction removes the oldest, so the first may be
+ * higher than 1, but there is never a hole). A segment is created as wal-<seq>.log.tmp,
+ * preallocated to its capacity (64 MiB by default) so appends do not change its size, given
+ * its header, fsync'ed, renamed, and the directory fsync'ed; a *.tmp file is never part of
+ * the log and is deleted at start-up.
+ *
+ * Segment header, bytes 0..63:
+ *
+ *     0  8 magic "SPURWAL\0"         32  8 capacity (informational)
+ *     8  4 version, 1                40  8 creation time, ms since the epoch (informational)
+ *    12  4 salt (random)             48 12 reserved, zero
+ *    16  8 seq, as in the file name  60  4 CRC-32C of bytes 0..59
+ *    24  8 sequence number of the first batch in this segment
+ *
+ * Frames. After the header the segment holds batches, back to back from offset 64, then
+ * zeros (the preallocated space). Every frame starts at an offset that is a multiple of 8
+ * and has a 32-byte header:
+ *
+ *     0  4 CRC-32C, seeded with the segment's salt, of bytes 4 .. end of the frame
+ *          (rest of the header, payload, padding)
+ *     4  1 kind: 1 batch, 2 entry, 3 truncate, 4 reset
+ *     5  1 entry type (entry frames; zero otherwise)
+ *     6  2 reserved, zero
+ *     8  4 length: payload bytes (entry), body bytes (batch), zero otherwise
+ *    12  4 frame count (batch), zero otherwise
+ *    16  8 index (entry, truncate, reset) or batch sequence number (batch)
+ *    24  8 term (entry, reset) or the constant "SPURBTCH" (batch)
+ *
+ * followed, for an entry, by its payload and zero padding to a multiple of 8. A batch is
+ * a batch frame followed by `count` record frames filling exactly `length` bytes. Batch
+ * sequence numbers increase by one across the whole log, segment boundaries included; the
+ * segment header records the number its first batch carries.
+ *
+ * Records. An entry frame appends one entry, which must have the next index. A truncate
+ * frame removes every entry with index >= its index (the conflicting suffix a new leader
+ * overwrites). A reset frame records that a snapshot (index, term) was installed: entries
+ * <= index are gone, entries after it stay only if they follow on from it. Replay applies
+ * the records of every valid batch in order (rules in wal.h at struct wal_replay).
+ *
+ * Writing. The writer thread appends one batch per group commit with one pwrite and then
+ * one fdatasync, and does not start the next batch before the sync returned. When a batch
+ * does not fit, the segment so far is written and synced, and the rest goes to a new one.
+ * So at most the last batch of the last segment can be incomplete after a crash.
+ *
+ * Recovery. Each segment is read whole and checked batch by batch. The log of a segment
+ * ends cleanly where a batch header would start and only zeros follow up to the end of the
+ * file (the unused, preallocated space), or at the end of the file. Anything else there -
+ * a batch that is not whole and valid, or a zeroed header with written bytes after it - is
+ * a TORN TAIL when it is in the last segment and no valid batch header can be found
+ * anywhere after it: it and everything after it is cut off (the file truncated there,
+ * preallocated again) with a warning. Otherwise - a valid batch follows, or the segment is
+ * not the last - it is CORRUPTION: the recovery fails naming the file and offset, and the
+ * caller exits 65 without touching the files. The salt in every checksum makes sure that
+ * bytes copied from elsewhere (an entry whose payload is itself a log, a file from another
+ * node) can never pass for a batch.
+ */
+#include "wal.h"
+
+#include "crc32c.h"
+#include "log.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WAL_MAGIC       "SPURWAL"
+#define WAL_VERSION     1
+#define WAL_SEG_CRC_OFF 60
+#define WAL_BATCH_MAGIC 0x4843544252555053ull /* "SPURBTCH" read as a little-endian u64 */
+
+/* ---------------------------------------------------------------- codec */
+
+void wal_batch_init(struct wal_batch *b)
+{
+    memset(b, 0, sizeof(*b));
+}
+
+void wal_batch_free(struct wal_batch *b)
+{
+    free(b->buf);
+    memset(b, 0, sizeof(*b));
+}
+
+void wal_batch_begin(struct wal_batch *b, uint32_t salt)
+{
+    b->len = 0;
+    b->count = 0;
+    b->salt = salt;
+}
+
+static int batch_reserve(struct wal_batch *b, size_t more)
+{
+    size_t need = b->len + more + (b->len == 0 ? WAL_FRAME_HEADER : 0);
+    if (need > b->cap) {
+        size_t ncap = b->cap ? b->cap : 64 * 1024;
+        uint8_t *nb;
+        while (ncap < need)
+            ncap *= 2;
+        nb = realloc(b->buf, ncap);
+        if (nb == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        b->buf = nb;
+        b->cap = ncap;
+    }
+    if (b->len == 0)
+        b->len = WAL_FRAME_HEADER; /* room for the batch header */
+    return 0;
+}
+
+static void put_frame_header(uint8_t *p, uint8_t kind, uint8_t etype, uint32_t len, uint32_t count,
+                             uint64_t a, uint64_t b)
+{
+    p[4] = kind;
+    p[5] = etype;
+    p[6] = 0;
+    p[7] = 0;
+    diskio_put_le32(p + 8, len);
+    diskio_put_le32(p + 12, count);
+    diskio_put_le64(p + 16, a);
+    diskio_put_le64(p + 24, b);
+}
+
+static void seal_frame(uint8_t *p, size_t fsize, uint32_t salt)
+{
+    diskio_put_le32(p, crc32c_update(salt, p + 4, fsize - 4));
+}
+
+static int batch_add(struct wal_batch *b, uint8_t kind, uint8_t etype, uint64_t a, uint64_t t,
+                     const void *data, uint32_t len)
+{
+    size_t fsize = wal_entry_frame_size(len);
+    uint8_t *p;
+
+    if (batch_reserve(b, fsize) < 0)
+        return -1;
+    p = b->buf + b->len;
+    put_frame_header(p, kind, etype, len, 0, a, t);
+    if (len > 0)
+        memcpy(p + WAL_FRAME_HEADER, data, len);
+    memset(p + WAL_FRAME_HEADER + len, 0, fsize - WAL_FRAME_HEADER - len);
+    seal_frame(p, fsize, b->salt);
+    b->len += fsize;
+    b->count++;
+    return 0;
+}
+
+int wal_batch_add_entry(struct wal_batch *b, uint64_t index, uint64_t term, uint8_t type,
+                        const void *data, uint32_t len)
+{
+    return batch_add(b, WAL_KIND_ENTRY, type, index, term, data, len);
+}
+
+int wal_batch_add_truncate(struct wal_batch *b, uint64_t index)
+{
+    return batch_add(b, WAL_KIND_TRUNCATE, 0, index, 0, NULL, 0);
+}
+
+int wal_batch_add_reset(struct wal_batch *b, uint64_t index, uint64_t term)
+{
+    return batch_add(b, WAL_KIND_RESET, 0, index, term, NULL, 0);
+}
+
+void wal_batch_seal(struct wal_batch *b, uint64_t seq)
+{
+    put_frame_header(b->buf, WAL_KIND_BATCH, 0, (uint32_t)(b->len - WAL_FRAME_HEADER), b->count,
+                     seq, WAL_BATCH_MAGIC);
+    seal_frame(b->buf, WAL_FRAME_HEADER, b->salt);
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        uint64_t w[4];
+        memcpy(w, p + i, sizeof(w));
+        if ((w[0] | w[1] | w[2] | w[3]) != 0)
+            return 0;
+    }
+    for (; i < n; i++)
+        if (p[i] != 0)
+            return 0;
+    return 1;
+}
+
+static int batch_header_valid(const uint8_t *p, uint32_t salt)
+{
+    return p[4] == WAL_KIND_BATCH && diskio_get_le64(p + 24) == WAL_BATCH_MAGIC &&
+           diskio_get_le32(p) == crc32c_update(salt, p + 4, WAL_FRAME_HEADER - 4);
+}
+
+int wal_batch_check(const uint8_t *p, size_t avail, uint32_t salt, struct wal_batch_info *bi,
+                    const char **why, size_t *bad_off)
+{
+    size_t body, pos, end;
+    uint32_t count;
+
+    memset(bi, 0, sizeof(*bi));
+    *bad_off = 0;
+    if (avail < WAL_FRAME_HEADER) {
+        if (all_zero(p, avail))
+            return WAL_CHECK_END;
+        *why = "incomplete batch header at the end of the segment";
+        return WAL_CHECK_BAD;
+    }
+    if (all_zero(p, WAL_FRAME_HEADER))
+        return WAL_CHECK_END;
+    if (p[4] != WAL_KIND_BATCH || diskio_get_le64(p + 24) != WAL_BATCH_MAGIC) {
+        *why = "no batch header where one must start";
+        return WAL_CHECK_BAD;
+    }
+    if (diskio_get_le32(p) != crc32c_update(salt, p + 4, WAL_FRAME_HEADER - 4)) {
+        *why = "batch header checksum mismatch";
+        return WAL_CHECK_BAD;
+    }
+    body = diskio_get_le32(p + 8);
+    count = diskio_get_le32(p + 12);
+    bi->seq = diskio_get_le64(p + 16);
+    bi->count = count;
+    bi->size = WAL_FRAME_HEADER + body;
+    if (p[5] != 0 || p[6] != 0 || p[7] != 0 || body % 8 != 0 || count == 0 ||
+        body < (size_t)count * WAL_FRAME_HEADER) {
+        *why = "batch header with impossible length or count";
+        return WAL_CHECK_BAD;
+    }
+    if (body > avail - WAL_FRAME_HEADER) {
+        *why = "batch runs past the end of the segment";
+        *bad_off = avail;
+        return WAL_CHECK_BAD;
+    }
+    end = WAL_FRAME_HEADER + body;
+    pos = WAL_FRAME_HEADER;
+    for (uint32_t i = 0; i < count; i++) {
+        const uint8_t *f = p + pos;
+        uint8_t kind;
+        uint32_t len;
+        size_t fsize;
+
+        *bad_off = pos;
+        if (end - pos < WAL_FRAME_HEADER) {
+            *why = "batch shorter than its frame count";
+            return WAL_CHECK_BAD;
+        }
+        if (all_zero(f, WAL_FRAME_HEADER)) {
+            *why = "zeroed frame inside a batch";
+            return WAL_CHECK_BAD;
+        }
+        kind = f[4];
+        len = diskio_get_le32(f + 8);
+        fsize = wal_entry_frame_size(len);
+        if (fsize > end - pos) {
+            *why = "frame runs past the end of its batch";
+            return WAL_CHECK_BAD;
+        }
+        if (diskio_get_le32(f) != crc32c_update(salt, f + 4, fsize - 4)) {
+            *why = "frame checksum mismatch";
+            return WAL_CHECK_BAD;
+        }
+        if (kind != WAL_KIND_ENTRY && kind != WAL_KIND_TRUNCATE && kind != WAL_KIND_RESET) {
+            *why = "unknown frame kind";
+            return WAL_CHECK_BAD;
+        }
+        if (f[6] != 0 || f[7] != 0 || diskio_get_le32(f + 12) != 0 ||
+            (kind != WAL_KIND_ENTRY && (len != 0 || f[5] != 0))) {
+            *why = "frame with reserved fields set";
+            return WAL_CHECK_BAD;
+        }
+        pos += fsize;
+    }
+    if (pos != end) {
+        *bad_off = pos;
+        *why = "batch longer than its frames";
+        return WAL_CHECK_BAD;
+    }
+    return WAL_CHECK_OK;
+}
+
+size_t wal_batch_record(const uint8_t *p, size_t pos, struct wal_record *rec)
+{
+    const uint8_t *f = p + pos;
+
+    rec->kind = f[4];
+    rec->etype = f[5];
+    rec->len = diskio_get_le32(f + 8);
+    rec->index = diskio_get_le64(f + 16);
+    rec->term = diskio_get_le64(f + 24);
+    rec->data = rec->len > 0 ? f + WAL_FRAME_HEADER : NULL;
+    return pos + wal_entry_frame_size(rec->len);
+}
+
+size_t wal_find_batch(const uint8_t *img, size_t from, size_t len, uint32_t salt)
+{
+    size_t pos = (from + 7) & ~(size_t)7;
+
+    for (; pos + WAL_FRAME_HEADER <= len; pos += 8) {
+        if (img[pos + 4] == WAL_KIND_BATCH && batch_header_valid(img + pos, salt))
+            return pos;
+    }
+    return SIZE_MAX;
+}
+
+void wal_seg_header_encode(const struct wal_seg_header *h, uint8_t out[WAL_SEG_HEADER_SIZE])
+{
+    memset(out, 0, WAL_SEG_HEADER_SIZE);
+    memcpy(out, WAL_MAGIC, 8); /* includes the NUL */
+    diskio_put_le32(out + 8, WAL_VERSION);
+    diskio_put_le32(out + 12, h->salt);
+    diskio_put_le64(out + 16, h->seq);
+    diskio_put_le64(out + 24, h->first_batch);
+    diskio_put_le64(out + 32, h->capacity);
+    diskio_put_le64(out + 40, h->created_ms);
+    diskio_put_le32(out + WAL_SEG_CRC_OFF, crc32c_update(0, out, WAL_SEG_CRC_OFF));
+}
+
+int wal_seg_header_decode(const uint8_t *buf, struct wal_seg_header *h, const char **why,
+                          size_t *at)
+{
+    *at = 0;
+    if (memcmp(buf, WAL_MAGIC, 8) != 0) {
+        *why = "bad magic (not a spur log segment)";
+        return -1;
+    }
+    if (diskio_get_le32(buf + WAL_SEG_CRC_OFF) != crc32c_update(0, buf, WAL_SEG_CRC_OFF)) {
+        *why = "segment header checksum mismatch";
+        *at = WAL_SEG_CRC_OFF;
+        return -1;
+    }
+    if (diskio_get_le32(buf + 8) != WAL_VERSION) {
+        *why = "unsupported segment version";
+        *at = 8;
+        return -1;
+    }
+    if (!all_zero(buf + 48, 12)) {
+        *why = "segment header reserved bytes not zero";
+        *at = 48;
+        return -1;
+    }
+    h->salt = diskio_get_le32(buf + 12);
+    h->seq = diskio_get_le64(buf + 16);
+    h->first_batch = diskio_get_le64(buf + 24);
+    h->capacity = diskio_get_le64(buf + 32);
+    h->created_ms = diskio_get_le64(buf + 40);
+    return 0;
+}
+
+void wal_seg_name(char out[WAL_NAME_MAX], uint64_t seq)
+{
+    snprintf(out, WAL_NAME_MAX, "wal-%016" PRIx64 ".log", seq);
+}
+
+int wal_seg_parse_name(const char *name, uint64_t *seq)
+{
+    uint64_t v = 0;
+
+    /* wal- (4) hex16 .log (4) = 24 characters */
+    if (strlen(name) != 24 || strncmp(name, "wal-", 4) != 0 || strcmp(name + 20, ".log") != 0)
+        return -1;
+    for (int i = 4; i < 20; i++) {
+        char c = name[i];
+        int d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else
+            return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *seq = v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+void wal_replay_init(struct wal_replay *r, struct wal_entry *v, size_t cap)
+{
+    memset(r, 0, sizeof(*r));
+    r->v = v;
+    r->cap = cap;
+}
+
+int wal_replay_apply(struct wal_replay *r, const struct wal_record *rec, const char **why)
+{
+    size_t live = r->n - r->start;
+    uint64_t first = live ? r->v[r->start].index : 0;
+    uint64_t last = live ? r->v[r->n - 1].index : 0;
+
+    switch (rec->kind) {
+    case WAL_KIND_ENTRY: {
+        struct wal_entry *e;
+        if (rec->index == 0) {
+            *why = "entry with index 0";
+            return -1;
+        }
+        if (r->next != 0 && rec->index != r->next) {
+            *why = "entry index does not follow the previous record";
+            return -1;
+        }
+        if (rec->term < r->last_term) {
+            *why = "entry term lower than the term before it";
+            return -1;
+        }
+        if (r->n == r->cap) {
+            *why = "more entries than the log can hold";
+            return -1;
+        }
+        e = &r->v[r->n++];
+        e->index = rec->index;
+        e->term = rec->term;
+        e->type = rec->etype;
+        e->len = rec->len;
+        e->data = rec->data;
+        r->next = rec->index + 1;
+        r->last_term = rec->term;
+        return 0;
+    }
+    case WAL_KIND_TRUNCATE:
+        if (rec->index == 0 || (r->next != 0 && rec->index > r->next)) {
+            *why = "truncate beyond the end of the log";
+            return -1;
+        }
+        if (live > 0 && rec->index <= first)
+            r->n = r->start;
+        else if (live > 0 && rec->index <= last)
+            r->n = r->start + (size_t)(rec->index - first);
+        if (r->n == r->start) {
+            r->n = r->start = 0;
+            /* The term before the cut is known only when the cut is where it was. */
+            if (r->next != rec->index)
+                r->last_term = 0;
+        } else {
+            r->last_term = r->v[r->n - 1].term;
+        }
+        r->next = rec->index;
+        return 0;
+    case WAL_KIND_RESET:
+        if (rec->index == 0) {
+            *why = "reset to index 0";
+            return -1;
+        }
+        if (live > 0 && first <= rec->index + 1 && rec->index <= last) {
+            if (rec->index >= first)
+                r->start += (size_t)(rec->index - first + 1);
+        } else {
+            r->start = r->n;
+        }
+        if (r->n == r->start) {
+            r->n = r->start = 0;
+            r->next = rec->index + 1;
+            r->last_term = rec->term;
+        }
+        return 0;
+    }
+    *why = "unknown record kind";
+    return -1;
+}
+
+/* ---------------------------------------------------------------- recovery */
+
+void wal_mem_free(struct wal_mem *m)
+{
+    if (m->arena != NULL)
+        munmap(m->arena, m->arena_len);
+    if (m->vmap != NULL)
+        munmap(m->vmap, m->vmap_len);
+    memset(m, 0, sizeof(*m));
+}
+
+void wal_recovery_free(struct wal_recovery *r)
+{
+    free(r->segs);
+    wal_mem_free(&r->mem);
+    memset(r, 0, sizeof(*r));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static DIR *open_dir(int dirfd)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d;
+    if (fd < 0)
+        return NULL;
+    d = fdopendir(fd);
+    if (d == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
+}
+
+/* The sequence numbers of the segment files, sorted. *out malloc'ed (NULL when none). */
+static int list_segments(int dirfd, const char *dirpath, uint64_t **out, size_t *n,
+                         struct diskio_err *err)
+{
+    uint64_t *v = NULL;
+    size_t len = 0, cap = 0;
+    struct dirent *de;
+    DIR *d = open_dir(dirfd);
+
+    *out = NULL;
+    *n = 0;
+    if (d == NULL)
+        return diskio_fail_errno(err, errno, "storage: list directory %s", dirpath);
+    errno = 0;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t seq;
+        if (wal_seg_parse_name(de->d_name, &seq) < 0)
+            continue;
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            uint64_t *nv = realloc(v, ncap * sizeof(*nv));
+            if (nv == NULL) {
+                free(v);
+                closedir(d);
+                return diskio_fail(err, DISKIO_ENOMEM, "storage: list directory %s: %s", dirpath,
+                                   strerror(ENOMEM));
+            }
+            v = nv;
+            cap = ncap;
+        }
+        v[len++] = seq;
+        errno = 0;
+    }
+    if (errno != 0) {
+        int e = errno;
+        free(v);
+        closedir(d);
+        return diskio_fail_errno(err, e, "storage: list directory %s", dirpath);
+    }
+    closedir(d);
+    if (len > 1)
+        qsort(v, len, sizeof(*v), cmp_u64);
+    *out = v;
+    *n = len;
+    return DISKIO_OK;
+}
+
+int wal_remove_tmp(int dirfd, const char *dirpath, struct diskio_err *err)
+{
+    struct dirent *de;
+    DIR *d = open_dir(dirfd);
+
+    if (d == NULL)
+        return diskio_fail_errno(err, errno, "storage: list directory %s", dirpath);
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (strncmp(de->d_name, "wal-", 4) != 0 || l < 8 ||
+            strcmp(de->d_name + l - 8, ".log.tmp") != 0)
+            continue;
+        if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT) {
+            int e = errno;
+            closedir(d);
+            return diskio_fail_errno(err, e, "storage: remove %s/%s", dirpath, de->d_name);
+        }
+        log_event(LOG_INFO, "storage", "removed an unfinished log segment", "file=%s/%s", dirpath,
+                  de->d_name);
+    }
+    closedir(d);
+    return DISKIO_OK;
+}
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+struct scan_ctx {
+    const char *dirpath;
+    char name[WAL_NAME_MAX];
+    struct diskio_err *err;
+};
+
+static int corrupt(struct scan_ctx *c, uint64_t off, const char *why)
+{
+    return diskio_fail(c->err, DISKIO_ECORRUPT,
+                       "storage: corrupt log %s/%s at offset %" PRIu64 ": %s", c->dirpath, c->name,
+                       off, why);
+}
+
+/* Offset one past the last non-zero byte of img[from..len), or from when all are zero. */
+static size_t last_nonzero(const uint8_t *img, size_t from, size_t len)
+{
+    while (len - from >= 8) {
+        uint64_t v;
+        memcpy(&v, img + len - 8, 8);
+        if (v != 0)
+            break;
+        len -= 8;
+    }
+    while (len > from && img[len - 1] == 0)
+        len--;
+    return len;
+}
+
+/*
+ * Check and replay one segment image. On a torn tail in the last segment, fills the torn
+ * fields of out and returns DISKIO_OK.
+ */
+static int scan_segment(struct scan_ctx *c, const uint8_t *img, size_t len, bool is_last,
+                        const struct wal_segment *prev, struct wal_segment *seg,
+                        struct wal_recovery *out)
+{
+    struct wal_seg_header h;
+    const char *why;
+    size_t at, pos;
+    char msg[160];
+
+    if (len < WAL_SEG_HEADER_SIZE)
+        return corrupt(c, len, "file shorter than the 64-byte segment header");
+    if (wal_seg_header_decode(img, &h, &why, &at) < 0)
+        return corrupt(c, at, why);
+    if (h.seq != seg->seq)
+        return corrupt(c, 16, "segment header names another sequence number than the file");
+    if (prev != NULL && h.first_batch != prev->next_batch) {
+        snprintf(msg, sizeof(msg),
+                 "segment starts at batch %" PRIu64 " but the previous one ended before batch "
+                 "%" PRIu64 " (batches missing)",
+                 h.first_batch, prev->next_batch);
+        return corrupt(c, 24, msg);
+    }
+    seg->salt = h.salt;
+    seg->first_batch = h.first_batch;
+    seg->next_batch = h.first_batch;
+    seg->size = len;
+    seg->capacity = h.capacity;
+    seg->high = 0;
+
+    pos = WAL_SEG_HEADER_SIZE;
+    while (pos < len) {
+        struct wal_batch_info bi;
+        size_t bad, found;
+        int rc = wal_batch_check(img + pos, len - pos, h.salt, &bi, &why, &bad);
+
+        if (rc == WAL_CHECK_OK) {
+            size_t fpos = WAL_FRAME_HEADER;
+            if (bi.seq != seg->next_batch) {
+                snprintf(msg, sizeof(msg),
+                         "batch has sequence number %" PRIu64 ", expected %" PRIu64, bi.seq,
+                         seg->next_batch);
+                return corrupt(c, pos, msg);
+            }
+            for (uint32_t i = 0; i < bi.count; i++) {
+                struct wal_record rec;
+                size_t rpos = fpos;
+                fpos = wal_batch_record(img + pos, fpos, &rec);
+                if (wal_replay_apply(&out->replay, &rec, &why) < 0)
+                    return corrupt(c, pos + rpos, why);
+                if (rec.index > seg->high)
+                    seg->high = rec.index;
+            }
+            seg->next_batch++;
+            pos += bi.size;
+            continue;
+        }
+        if (rc == WAL_CHECK_END) {
+            found = wal_find_batch(img, pos + WAL_FRAME_HEADER, len, h.salt);
+            if (found != SIZE_MAX) {
+                snprintf(msg, sizeof(msg),
+                         "zeroed bytes where a batch must start, and a valid batch at offset "
+                         "%zu after them",
+                         found);
+                return corrupt(c, pos, msg);
+            }
+            if (last_nonzero(img, pos, len) == pos)
+                break; /* the clean end: nothing but zeros from here */
+            /* Zeros where the next batch header belongs, yet bytes after them: the header
+             * of a batch that was being written never reached the disk. */
+            why = "zeroed batch header followed by written bytes";
+            bad = 0;
+            memset(&bi, 0, sizeof(bi));
+        }
+        /* WAL_CHECK_BAD: a torn tail only at the end of the last segment. */
+        found = wal_find_batch(img, bi.size > 0 && bi.size <= len - pos ? pos + bi.size : pos + 8,
+                               len, h.salt);
+        if (!is_last || found != SIZE_MAX) {
+            if (found != SIZE_MAX)
+                snprintf(msg, sizeof(msg), "%s (a valid batch follows at offset %zu)", why, found);
+            else
+                snprintf(msg, sizeof(msg), "%s (in a segment that is not the last)", why);
+            return corrupt(c, pos + bad, msg);
+        }
+        out->torn = true;
+        out->torn_off = pos;
+        out->torn_bytes = last_nonzero(img, pos, len) - pos;
+        out->torn_why = why;
+        break;
+    }
+    seg->end = pos;
+    return DISKIO_OK;
+}
+
+/* Cheap first look: is any of a few sampled words of p[0..n) non-zero? */
+static int looks_nonzero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < 8 && n >= 8; i++) {
+        uint64_t v;
+        memcpy(&v, p + (n - 8) / 7 * i, 8);
+        if (v != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * Read a segment into its arena region in chunks. A chunk that is all zeros (the
+ * preallocated, never written space) is handed back at once with MADV_DONTNEED: the
+ * arena is anonymous memory, so those pages still read as zeros, and the peak memory of a
+ * recovery is the log's data, not its preallocated size.
+ */
+static int read_file(int fd, uint8_t *dst, size_t len, size_t pg, struct scan_ctx *c)
+{
+    const size_t chunk = 4u << 20; /* a multiple of any page size */
+    size_t off = 0;
+
+    while (off < len) {
+        size_t want = len - off < chunk ? len - off : chunk;
+        ssize_t n = diskio_pread_full(fd, dst + off, want, (off_t)off);
+        if (n < 0)
+            return diskio_fail_errno(c->err, errno, "storage: read %s/%s", c->dirpath, c->name);
+        if ((size_t)n != want)
+            return diskio_fail(c->err, DISKIO_EIO, "storage: read %s/%s: file shrank while read",
+                               c->dirpath, c->name);
+        if (want == chunk && !looks_nonzero(dst + off, want) && all_zero(dst + off, want))
+            madvise(dst + off, round_up(want, pg), MADV_DONTNEED);
+        off += want;
+    }
+    return DISKIO_OK;
+}
+
+int wal_recover(int dirfd, const char *dirpath, struct wal_recovery *out, struct diskio_err *err)
+{
+    size_t pg = page_size(), total = 0, off = 0, nseq = 0, max_entries;
+    uint64_t *seqs = NULL;
+    uint64_t *sizes = NULL;
+    struct scan_ctx c = {.dirpath = dirpath, .err = err};
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    out->next_batch = 1;
+    rc = list_segments(dirfd, dirpath, &seqs, &nseq, err);
+    if (rc != DISKIO_OK)
+        return rc;
+    if (nseq == 0) {
+        wal_replay_init(&out->replay, NULL, 0);
+        return DISKIO_OK;
+    }
+    for (size_t i = 1; i < nseq; i++) {
+        if (seqs[i] != seqs[i - 1] + 1) {
+            char a[WAL_NAME_MAX], b[WAL_NAME_MAX];
+            wal_seg_name(a, seqs[i - 1]);
+            wal_seg_name(b, seqs[i]);
+            rc = diskio_fail(err, DISKIO_ECORRUPT,
+                             "storage: corrupt log %s/%s at offset 0: segment files missing "
+                             "between %s and it",
+                             dirpath, b, a);
+            free(seqs);
+            return rc;
+        }
+    }
+    sizes = calloc(nseq, sizeof(*sizes));
+    out->segs = calloc(nseq, sizeof(*out->segs));
+    if (sizes == NULL || out->segs == NULL) {
+        rc = diskio_fail(err, DISKIO_ENOMEM, "storage: recover log: %s", strerror(ENOMEM));
+        goto fail;
+    }
+    for (size_t i = 0; i < nseq; i++) {
+        struct stat st;
+        wal_seg_name(c.name, seqs[i]);
+        if (fstatat(dirfd, c.name, &st, 0) < 0) {
+            rc = diskio_fail_errno(err, errno, "storage: stat %s/%s", dirpath, c.name);
+            goto fail;
+        }
+        sizes[i] = (uint64_t)st.st_size;
+        total += round_up((size_t)st.st_size, pg);
+    }
+    /* Every entry frame takes at least 32 bytes, so this many entries always fit. */
+    max_entries = total / WAL_FRAME_HEADER + 1;
+    out->mem.arena_len = total > 0 ? total : pg;
+    out->mem.vmap_len = round_up(max_entries * sizeof(struct wal_entry), pg);
+    out->mem.arena = mmap(NULL, out->mem.arena_len, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (out->mem.arena == MAP_FAILED)
+        out->mem.arena = NULL;
+    out->mem.vmap = mmap(NULL, out->mem.vmap_len, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (out->mem.vmap == MAP_FAILED)
+        out->mem.vmap = NULL;
+    if (out->mem.arena == NULL || out->mem.vmap == NULL) {
+        rc = diskio_fail_errno(err, ENOMEM, "storage: recover log: map %zu bytes", total);
+        goto fail;
+    }
+    wal_replay_init(&out->replay, out->mem.vmap, max_entries);
+
+    for (size_t i = 0; i < nseq; i++) {
+        uint8_t *img = (uint8_t *)out->mem.arena + off;
+        struct wal_segment *seg = &out->segs[i];
+        size_t len = (size_t)sizes[i];
+        int fd;
+
+        wal_seg_name(c.name, seqs[i]);
+        fd = openat(dirfd, c.name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = diskio_fail_errno(err, errno, "storage: open %s/%s", dirpath, c.name);
+            goto fail;
+        }
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        rc = read_file(fd, img, len, pg, &c);
+        close(fd);
+        if (rc != DISKIO_OK)
+            goto fail;
+        out->bytes_read += len;
+        seg->seq = seqs[i];
+        rc = scan_segment(&c, img, len, i + 1 == nseq, i > 0 ? &out->segs[i - 1] : NULL, seg, out);
+        if (rc != DISKIO_OK)
+            goto fail;
+        out->n_segs = i + 1;
+        /* Give back the pages past the valid data (the preallocated zeros). */
+        {
+            size_t keep = round_up((size_t)seg->end, pg);
+            size_t mapped = round_up(len, pg);
+            if (mapped > keep)
+                madvise(img + keep, mapped - keep, MADV_DONTNEED);
+        }
+        off += round_up(len, pg);
+    }
+    out->next_batch = out->segs[nseq - 1].next_batch;
+    free(seqs);
+    free(sizes);
+    return DISKIO_OK;
+fail:
+    free(seqs);
+    free(sizes);
+    wal_recovery_free(out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- writer */
+
+static int preallocate(int fd, uint64_t from, uint64_t size)
+{
+    if (size <= from)
+        return 0;
+    if (fallocate(fd, 0, (off_t)from, (off_t)(size - from)) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+        return -1;
+    /* No fallocate on this file system: a sparse file still reads zeros. */
+    return ftruncate(fd, (off_t)size);
+}
+
+static int segs_push(struct wal_writer *w, const struct wal_segment *s)
+{
+    if (w->n_segs == w->segs_cap) {
+        size_t ncap = w->segs_cap ? w->segs_cap * 2 : 16;
+        struct wal_segment *nv = realloc(w->segs, ncap * sizeof(*nv));
+        if (nv == NULL)
+            return -1;
+        w->segs = nv;
+        w->segs_cap = ncap;
+    }
+    w->segs[w->n_segs++] = *s;
+    return 0;
+}
+
+/* Create segment seq durably (tmp, preallocate, header, fsync, rename, fsync dir). */
+static int create_segment(struct wal_writer *w, uint64_t seq, struct diskio_err *err)
+{
+    char name[WAL_NAME_MAX], tmp[WAL_NAME_MAX + 8];
+    uint8_t hdr[WAL_SEG_HEADER_SIZE];
+    struct wal_seg_header h = {0};
+    struct wal_segment s = {0};
+    int fd, rc;
+
+    wal_seg_name(name, seq);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    if (getrandom(&h.salt, sizeof(h.salt), 0) != (ssize_t)sizeof(h.salt))
+        h.salt = (uint32_t)(mono_ns() ^ seq);
+    h.seq = seq;
+    h.first_batch = w->next_batch;
+    h.capacity = w->seg_bytes;
+    h.created_ms = wall_ms();
+    wal_seg_header_encode(&h, hdr);
+
+    fd = openat(w->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return diskio_fail_errno(err, errno, "storage: create %s/%s", w->dirpath, tmp);
+    if (preallocate(fd, 0, w->seg_bytes) < 0) {
+        rc = diskio_fail_errno(err, errno, "storage: preallocate %s/%s", w->dirpath, tmp);
+        goto fail;
+    }
+    if (diskio_pwrite_full(fd, hdr, sizeof(hdr), 0) < 0) {
+        rc = diskio_fail_errno(err, errno, "storage: write %s/%s", w->dirpath, tmp);
+        goto fail;
+    }
+    if (diskio_sync_fd(&w->sync, fd, false) < 0) {
+        rc = diskio_fail_errno(err, errno, "storage: fsync %s/%s", w->dirpath, tmp);
+        goto fail;
+    }
+    if (renameat(w->dirfd, tmp, w->dirfd, name) < 0) {
+        rc = diskio_fail_errno(err, errno, "storage: rename %s/%s to %s", w->dirpath, tmp, name);
+        goto fail;
+    }
+    if (diskio_sync_dir(&w->sync, w->dirfd) < 0) {
+        rc = diskio_fail_errno(err, errno, "storage: fsync directory %s", w->dirpath);
+        close(fd);
+        return rc;
+    }
+    s.seq = seq;
+    s.salt = h.salt;
+    s.first_batch = h.first_batch;
+    s.next_batch = h.first_batch;
+    s.end = WAL_SEG_HEADER_SIZE;
+    s.size = w->seg_bytes;
+    s.capacity = w->seg_bytes;
+    if (segs_push(w, &s) < 0) {
+        close(fd);
+        return diskio_fail(err, DISKIO_ENOMEM, "storage: new segment: %s", strerror(ENOMEM));
+    }
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = fd;
+    w->dirty = false;
+    w->segments_created++;
+    wal_batch_begin(&w->batch, s.salt);
+    return DISKIO_OK;
+fail:
+    close(fd);
+    unlinkat(w->dirfd, tmp, 0);
+    return rc;
+}
+
+static struct wal_segment *active(struct wal_writer *w)
+{
+    return &w->segs[w->n_segs - 1];
+}
+
+int wal_writer_open(struct wal_writer *w, int dirfd, const char *dirpath,
+                    const struct wal_recovery *rec, uint64_t seg_bytes,
+                    const struct diskio_sync *sync, struct diskio_err *err)
+{
+    struct wal_segment *a;
+    char name[WAL_NAME_MAX];
+    uint64_t target;
+    int rc;
+
+    memset(w, 0, sizeof(*w));
+    w->fd = -1;
+    w->dirfd = dirfd;
+    w->dirpath = dirpath;
+    w->sync = *sync;
+    w->seg_bytes = seg_bytes < WAL_MIN_SEGMENT_BYTES ? WAL_MIN_SEGMENT_BYTES : seg_bytes;
+    w->next_batch = rec->next_batch;
+    wal_batch_init(&w->batch);
+    for (size_t i = 0; i < rec->n_segs; i++) {
+        if (segs_push(w, &rec->segs[i]) < 0) {
+            wal_writer_close(w);
+            return diskio_fail(err, DISKIO_ENOMEM, "storage: open log: %s", strerror(ENOMEM));
+        }
+    }
+    if (w->n_segs == 0) {
+        rc = create_segment(w, 1, err);
+        if (rc != DISKIO_OK)
+            wal_writer_close(w);
+        return rc;
+    }
+    a = active(w);
+    wal_seg_name(name, a->seq);
+    w->fd = openat(dirfd, name, O_RDWR | O_CLOEXEC);
+    if (w->fd < 0) {
+        rc = diskio_fail_errno(err, errno, "storage: open %s/%s", dirpath, name);
+        wal_writer_close(w);
+        return rc;
+    }
+    /* Appends continue in the last segment, preallocated to its capacity again (a file
+     * system without fallocate, or a file cut short, may have left it smaller). */
+    target = a->capacity < w->seg_bytes ? a->capacity : w->seg_bytes;
+    if (target < a->size)
+        target = a->size;
+    if (rec->torn) {
+        /* Cut the torn bytes off: the tail then reads as zeros. */
+        if (ftruncate(w->fd, (off_t)a->end) < 0 || preallocate(w->fd, a->end, target) < 0 ||
+            diskio_sync_fd(&w->sync, w->fd, false) < 0) {
+            rc = diskio_fail_errno(err, errno, "storage: truncate torn tail of %s/%s", dirpath,
+                                   name);
+            wal_writer_close(w);
+            return rc;
+        }
+        log_event(LOG_WARN, "storage", "truncated a torn log tail",
+                  "file=%s/%s offset=%" PRIu64 " bytes=%" PRIu64 " why=\"%s\"", dirpath, name,
+                  rec->torn_off, rec->torn_bytes, rec->torn_why);
+    } else if (target > a->size) {
+        if (preallocate(w->fd, a->size, target) < 0 || diskio_sync_fd(&w->sync, w->fd, false) < 0) {
+            rc = diskio_fail_errno(err, errno, "storage: preallocate %s/%s", dirpath, name);
+            wal_writer_close(w);
+            return rc;
+        }
+    }
+    a->size = target;
+    wal_batch_begin(&w->batch, a->salt);
+    return DISKIO_OK;
+}
+
+void wal_writer_close(struct wal_writer *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    free(w->segs);
+    w->segs = NULL;
+    w->n_segs = w->segs_cap = 0;
+    wal_batch_free(&w->batch);
+}
+
+int wal_writer_flush(struct wal_writer *w, struct diskio_err *err)
+{
+    struct wal_segment *a = active(w);
+    char name[WAL_NAME_MAX];
+
+    if (w->batch.count == 0)
+        return DISKIO_OK;
+    wal_batch_seal(&w->batch, w->next_batch);
+    if (diskio_pwrite_full(w->fd, w->batch.buf, w->batch.len, (off_t)a->end) < 0) {
+        wal_seg_name(name, a->seq);
+        return diskio_fail_errno(err, errno, "storage: write %s/%s at offset %" PRIu64, w->dirpath,
+                                 name, a->end);
+    }
+    a->end += w->batch.len;
+    if (a->end > a->size)
+        a->size = a->end;
+    w->next_batch++;
+    a->next_batch = w->next_batch;
+    w->bytes_written += w->batch.len;
+    w->batches_written++;
+    w->dirty = true;
+    wal_batch_begin(&w->batch, a->salt);
+    return DISKIO_OK;
+}
+
+int wal_writer_sync(struct wal_writer *w, struct diskio_err *err)
+{
+    char name[WAL_NAME_MAX];
+
+    if (!w->dirty)
+        return DISKIO_OK;
+    if (diskio_sync_fd(&w->sync, w->fd, true) < 0) {
+        wal_seg_name(name, active(w)->seq);
+        return diskio_fail_errno(err, errno, "storage: fdatasync %s/%s", w->dirpath, name);
+    }
+    w->dirty = false;
+    return DISKIO_OK;
+}
+
+/* Make room for a frame of fsize bytes: flush, and start a new segment when needed. */
+static int make_room(struct wal_writer *w, size_t fsize, struct diskio_err *err)
+{
+    struct wal_segment *a = active(w);
+    size_t hdr = w->batch.count == 0 ? WAL_FRAME_HEADER : 0;
+    int rc;
+
+    if (a->end + w->batch.len + hdr + fsize <= a->size)
+        return DISKIO_OK;
+    if (WAL_SEG_HEADER_SIZE + WAL_FRAME_HEADER + fsize > w->seg_bytes)
+        return diskio_fail(err, DISKIO_EINVAL,
+                           "storage: a %zu-byte frame does not fit in a %" PRIu64 "-byte segment",
+                           fsize, w->seg_bytes);
+    rc = wal_writer_flush(w, err);
+    if (rc != DISKIO_OK)
+        return rc;
+    a = active(w);
+    if (a->end + WAL_FRAME_HEADER + fsize <= a->size)
+        return DISKIO_OK;
+    /* The old segment must be durable before anything lands in the new one, so that only
+     * the last segment can ever end in a torn batch. */
+    rc = wal_writer_sync(w, err);
+    if (rc != DISKIO_OK)
+        return rc;
+    return create_segment(w, a->seq + 1, err);
+}
+
+static void note_index(struct wal_writer *w, uint64_t index)
+{
+    struct wal_segment *a = active(w);
+    if (index > a->high)
+        a->high = index;
+}
+
+static int nomem(struct diskio_err *err)
+{
+    return diskio_fail(err, DISKIO_ENOMEM, "storage: batch buffer: %s", strerror(ENOMEM));
+}
+
+int wal_writer_entry(struct wal_writer *w, const struct wal_entry *e, struct diskio_err *err)
+{
+    int rc = make_room(w, wal_entry_frame_size(e->len), err);
+    if (rc != DISKIO_OK)
+        return rc;
+    if (wal_batch_add_entry(&w->batch, e->index, e->term, e->type, e->data, e->len) < 0)
+        return nomem(err);
+    note_index(w, e->index);
+    return DISKIO_OK;
+}
+
+int wal_writer_truncate(struct wal_writer *w, uint64_t index, struct diskio_err *err)
+{
+    int rc = make_room(w, WAL_FRAME_HEADER, err);
+    if (rc != DISKIO_OK)
+        return rc;
+    if (wal_batch_add_truncate(&w->batch, index) < 0)
+        return nomem(err);
+    note_index(w, index);
+    return DISKIO_OK;
+}
+
+int wal_writer_reset(struct wal_writer *w, uint64_t index, uint64_t term, struct diskio_err *err)
+{
+    int rc = make_room(w, WAL_FRAME_HEADER, err);
+    if (rc != DISKIO_OK)
+        return rc;
+    if (wal_batch_add_reset(&w->batch, index, term) < 0)
+        return nomem(err);
+    note_index(w, index);
+    return DISKIO_OK;
+}
+
+int wal_writer_compact(struct wal_writer *w, uint64_t upto, struct diskio_err *err)
+{
+    size_t k = 0, done = 0;
+    int rc = DISKIO_OK;
+
+    while (k + 1 < w->n_segs && w->segs[k].high <= upto)
+        k++;
+    /* Oldest first, each removal durable before the next: whatever a crash interrupts, the
+     * segments left are still consecutive (the directory may otherwise persist the unlinks
+     * in another order and leave a hole, which recovery must refuse). */
+    for (; done < k; done++) {
+        char name[WAL_NAME_MAX];
+        wal_seg_name(name, w->segs[done].seq);
+        if (unlinkat(w->dirfd, name, 0) < 0 && errno != ENOENT) {
+            rc = diskio_fail_errno(err, errno, "storage: remove %s/%s", w->dirpath, name);
+            break;
+        }
+        if (diskio_sync_dir(&w->sync, w->dirfd) < 0) {
+            rc = diskio_fail_errno(err, errno, "storage: fsync directory %s", w->dirpath);
+            done++;
+            break;
+        }
+    }
+    if (done > 0) {
+        memmove(w->segs, w->segs + done, (w->n_segs - done) * sizeof(*w->segs));
+        w->n_segs -= done;
+        w->segments_deleted += done;
+    }
+    return rc != DISKIO_OK ? rc : (int)done;
+}
