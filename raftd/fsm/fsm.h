@@ -1,0 +1,222 @@
+/*
+ * fsm.h - the replicated state machine: jobs, nodes, partitions and client sessions
+ * (docs/state-machine.md).
+ *
+ * What it guarantees
+ *
+ *   - Deterministic. fsm_apply() is a function of the state and the entry's bytes alone:
+ *     no clock, no randomness, no I/O, no iteration over hash tables. Every replica that
+ *     applies the same entries from the same starting point (a fresh fsm with the same
+ *     limits, or the same snapshot) holds the same state, and fsm_snapshot() of it gives
+ *     the same bytes. Time enters only as Command.time_ms, the leader's wall clock stamped
+ *     when it proposed the entry; the state keeps a log clock, the largest time_ms applied
+ *     so far, so time never runs backwards across leader changes, and every timestamp the
+ *     state records (submit, start, end, reason, last use of a session) is that clock.
+ *   - Job ids are assigned at apply time from a replicated counter (the first job is 1),
+ *     so every replica gives a submitted job the same id and the leader returns it in the
+ *     reply. Ids are never reused, not even after a purge.
+ *   - Never fails on bad input. A log entry that does not decode is rejected (counted in
+ *     fsm_stats.bad_entries, answered with CODE_INVALID) and the replica goes on; a
+ *     command that does not fit the state is answered with a code and one line naming
+ *     the problem and changes nothing.
+ *   - Exactly once. A write carries (client_id, seq). The state keeps, per client, the
+ *     last seq and the packed response of that write: the same pair again is answered
+ *     with that response and changes nothing; an older seq is refused ("stale request",
+ *     CODE_INVALID); client_id 0 is never deduplicated. A session that has not written
+ *     for session_ttl_ms of log time is dropped before the next entry applies, and while
+ *     there are more than max_sessions the least recently used (by log index) is dropped.
+ *   - Retention. Before each entry applies, the finished jobs whose end time lies
+ *     finished_job_retention_s or more before the log clock are purged. The retention is
+ *     replicated: it changes only through a SetSettings entry.
+ *
+ * Driving it (the Raft worker)
+ *
+ *   Writes: fsm_op_kind() tells a write from a read; fsm_encode_request() turns a write
+ *   into the bytes of a log entry (stamping time_ms); once the entry commits, every
+ *   replica calls fsm_apply() with it, in log order, and the replica that holds the
+ *   waiting client sends it the reply's response (after setting request_id and the other
+ *   envelope fields). Reads: fsm_read() (or fsm_get_*()) on the current state.
+ *   Configuration: when this replica leads, it proposes fsm_encode_set_partitions() when
+ *   fsm_partitions_differ() and fsm_encode_set_settings() when fsm_settings_differ(),
+ *   and an occasional fsm_encode_tick() lets retention and expiry run on an idle cluster.
+ *
+ *   The limits given to fsm_new() decide what entries do, so they must be the same on
+ *   every replica for the life of the cluster's log: pass NULL (the built-in defaults).
+ *   The two configurable ones (max_script_bytes, finished_job_retention_s) are only the
+ *   values before the first SetSettings entry; the configuration reaches the state
+ *   through the log, never through fsm_new().
+ *
+ * Ownership and threads
+ *
+ *   struct fsm owns the whole state. Every buffer an encoder or fsm_snapshot() returns is
+ *   malloc'd and belongs to the caller (free()). A reply's response belongs to the caller
+ *   (fsm_reply_clear()). A read's response borrows strings from the state: it is valid
+ *   until the next fsm_apply() / fsm_restore() / fsm_free(), and fsm_read_free()
+ *   releases what the read allocated. Not thread-safe: one thread drives an fsm.
+ */
+#ifndef SPUR_FSM_H
+#define SPUR_FSM_H
+
+#include "cfg.h"
+#include "fsm.pb-c.h"
+#include "spur.pb-c.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Command.version this build writes; an entry with a larger one is rejected. */
+#define FSM_COMMAND_VERSION 1
+/* SnapshotHeader.format_version this build writes and reads. */
+#define FSM_SNAPSHOT_VERSION 1
+/* Longest error line in a reply or from an encoder, NUL included. */
+#define FSM_ERR_MAX 256
+
+#define FSM_JOB_NSTATES  9 /* Spur__Api__JobState 0..8 */
+#define FSM_NODE_NSTATES 8 /* Spur__Api__NodeState 0..7 */
+
+enum fsm_status {
+    FSM_OK = 0,
+    FSM_ENOMEM = -1,    /* out of memory; after fsm_apply() the state may be partly
+                           changed: the replica must exit and recover from disk */
+    FSM_ESTALE = -2,    /* fsm_apply(): index not after fsm_last_applied(); ignored */
+    FSM_EINVAL = -3,    /* an encoder or fsm_restore() refused its input (err says why) */
+    FSM_ENOTWRITE = -4, /* fsm_encode_request(): the request is not a write */
+};
+
+struct fsm_limits {
+    uint32_t max_script_bytes;         /* until the first SetSettings; default 1 MiB */
+    uint32_t finished_job_retention_s; /* until the first SetSettings; default 86400 */
+    uint64_t session_ttl_ms;           /* default 3600000 (one hour of log time) */
+    uint32_t max_sessions;             /* default 65536 */
+    uint32_t max_jobs;                 /* jobs held at once; default 1000000 */
+};
+
+struct fsm;
+
+/* The built-in defaults above. */
+void fsm_limits_default(struct fsm_limits *lim);
+/* A fresh, empty state (no partitions, no nodes, no jobs). NULL limits: the defaults. */
+struct fsm *fsm_new(const struct fsm_limits *lim);
+void fsm_free(struct fsm *f);
+
+/* Index of the last entry applied (0: none), and the log clock. */
+uint64_t fsm_last_applied(const struct fsm *f);
+uint64_t fsm_log_time_ms(const struct fsm *f);
+
+/* ---- writes --------------------------------------------------------------------------- */
+
+enum fsm_op_kind {
+    FSM_OP_OTHER = 0, /* not for the state machine: ping, Raft operations, no op */
+    FSM_OP_WRITE = 1, /* submit, cancel(s), hold, release, update node, register node */
+    FSM_OP_READ = 2,  /* get jobs / job / nodes / partitions */
+};
+
+enum fsm_op_kind fsm_op_kind(const Spur__Api__Request *req);
+
+/*
+ * The log entry for a write: Command{version, client_id, seq, user, time_ms, op} with the
+ * request's fields. Validation happens at apply, on every replica alike. Returns FSM_OK
+ * with *out malloc'd, FSM_ENOTWRITE, or FSM_ENOMEM.
+ */
+int fsm_encode_request(const Spur__Api__Request *req, uint64_t time_ms, uint8_t **out, size_t *len);
+/* Any command (the later job-running ones, tests); version is set if 0. Same returns. */
+int fsm_encode_command(const Spur__Fsm__Command *cmd, uint8_t **out, size_t *len);
+/* A Tick: advances the log clock only. */
+int fsm_encode_tick(uint64_t time_ms, uint8_t **out, size_t *len);
+
+struct fsm_reply {
+    Spur__Api__Response *resp; /* owned: code, error and result; envelope fields unset */
+    uint64_t client_id;        /* of the command; 0 for internal ones and bad entries */
+    uint64_t seq;
+    bool duplicate; /* answered from the session table: no effect this time */
+    bool bad_entry; /* the entry did not decode */
+};
+
+/*
+ * Apply the committed entry at index (which must be greater than fsm_last_applied()).
+ * Returns FSM_OK whatever the command's outcome (the reply carries it), FSM_ESTALE
+ * (nothing happened), or FSM_ENOMEM (see enum fsm_status). reply may be NULL (a follower
+ * with nobody waiting); otherwise it is filled on FSM_OK and zeroed on errors.
+ */
+int fsm_apply(struct fsm *f, uint64_t index, const uint8_t *data, size_t len,
+              struct fsm_reply *reply);
+void fsm_reply_clear(struct fsm_reply *reply);
+
+/* ---- reads ---------------------------------------------------------------------------- */
+
+struct fsm_read {
+    Spur__Api__Response resp; /* code, error, result; borrows from the state (see above) */
+    void *priv;               /* what the read allocated */
+};
+
+/* Dispatch a read request (FSM_OP_READ). Returns FSM_OK or FSM_ENOMEM; not-found and
+ * invalid requests are answered in out->resp.code. */
+int fsm_read(const struct fsm *f, const Spur__Api__Request *req, struct fsm_read *out);
+/* Jobs matching every filter given (OR within one filter), by id. */
+int fsm_get_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *req, struct fsm_read *out);
+/* One job with its script and environment; CODE_NOT_FOUND when it is not held. */
+int fsm_get_job(const struct fsm *f, uint64_t job_id, struct fsm_read *out);
+/* The nodes named (all when none), by name; CODE_NOT_FOUND naming the first missing. */
+int fsm_get_nodes(const struct fsm *f, const Spur__Api__GetNodesRequest *req, struct fsm_read *out);
+/* The partitions named (all when none), in configuration order. */
+int fsm_get_partitions(const struct fsm *f, const Spur__Api__GetPartitionsRequest *req,
+                       struct fsm_read *out);
+void fsm_read_free(struct fsm_read *out);
+
+/* ---- snapshots -------------------------------------------------------------------------- */
+
+/*
+ * The whole state (including sessions, counters, settings and the log clock) as a packed
+ * spur.fsm.Snapshot: same state, same bytes. Returns FSM_OK with *bytes malloc'd, or
+ * FSM_ENOMEM.
+ */
+int fsm_snapshot(const struct fsm *f, uint8_t **bytes, size_t *len);
+/*
+ * Replace the state with a snapshot's. On any failure (FSM_EINVAL with err naming the
+ * problem, FSM_ENOMEM) the state is exactly what it was.
+ */
+int fsm_restore(struct fsm *f, const uint8_t *bytes, size_t len, char *err, size_t errlen);
+
+/* ---- configuration -------------------------------------------------------------------- */
+
+bool fsm_partitions_differ(const struct fsm *f, const struct cfg *c);
+bool fsm_settings_differ(const struct fsm *f, const struct cfg *c);
+/*
+ * SetPartitions with the configuration's partitions ("ALL" or a comma list, blanks and
+ * repeats dropped). The check apply makes runs here first: FSM_EINVAL with err when the
+ * configuration cannot be applied (then log it and do not propose).
+ */
+int fsm_encode_set_partitions(const struct cfg *c, uint64_t time_ms, uint8_t **out, size_t *len,
+                              char *err, size_t errlen);
+/* SetSettings with controller.finished_job_retention_s and controller.max_script_bytes. */
+int fsm_encode_set_settings(const struct cfg *c, uint64_t time_ms, uint8_t **out, size_t *len);
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+struct fsm_stats {
+    uint64_t last_applied;
+    uint64_t log_time_ms;
+    uint64_t next_job_id;
+    uint64_t jobs;
+    uint64_t jobs_by_state[FSM_JOB_NSTATES]; /* index: Spur__Api__JobState */
+    uint64_t nodes;
+    uint64_t nodes_by_state[FSM_NODE_NSTATES]; /* index: Spur__Api__NodeState */
+    uint64_t partitions;
+    uint64_t sessions;
+    uint32_t finished_job_retention_s;
+    uint32_t max_script_bytes;
+    size_t job_bytes;     /* held by job records */
+    size_t session_bytes; /* responses held by sessions */
+    /* Counted by this process since fsm_new() (not replicated, not in snapshots): */
+    uint64_t applied;     /* entries applied */
+    uint64_t bad_entries; /* entries that did not decode, or of a newer version */
+    uint64_t rejected;    /* commands answered with an error code */
+    uint64_t duplicates;  /* writes answered from a session */
+    uint64_t purged_jobs;
+    uint64_t expired_sessions; /* expired or evicted */
+};
+
+void fsm_stats(const struct fsm *f, struct fsm_stats *out);
+
+#endif

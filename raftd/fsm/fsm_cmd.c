@@ -1,0 +1,815 @@
+/*
+ * fsm_cmd.c - one function per command: check everything, then change the state.
+ * See fsm_cmd.h; the rules are written out in docs/state-machine.md.
+ */
+#include "fsm_cmd.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PB_STR(s) ((s) != NULL ? (s) : "")
+
+#define C_OK        SPUR__API__CODE__CODE_OK
+#define C_INVALID   SPUR__API__CODE__CODE_INVALID
+#define C_NOT_FOUND SPUR__API__CODE__CODE_NOT_FOUND
+#define C_CONFLICT  SPUR__API__CODE__CODE_CONFLICT
+#define C_TOO_LARGE SPUR__API__CODE__CODE_TOO_LARGE
+
+#define JS_PENDING    SPUR__API__JOB_STATE__JOB_PENDING
+#define JS_RUNNING    SPUR__API__JOB_STATE__JOB_RUNNING
+#define JS_COMPLETING SPUR__API__JOB_STATE__JOB_COMPLETING
+
+/* ---- results -------------------------------------------------------------------------- */
+
+void fsm_cmd_result_init(struct fsm_cmd_result *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->code = C_OK;
+}
+
+void fsm_cmd_result_free(struct fsm_cmd_result *r)
+{
+    free(r->cancelled.v);
+    free(r->not_found.v);
+    free(r->already_done.v);
+    fsm_cmd_result_init(r);
+}
+
+void fsm_cmd_fail(struct fsm_cmd_result *r, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->error, sizeof(r->error), fmt, ap);
+    va_end(ap);
+    r->code = code;
+    r->kind = FSM_RES_NONE;
+}
+
+static void done(struct fsm_cmd_result *r)
+{
+    r->code = C_OK;
+    r->kind = FSM_RES_DONE;
+}
+
+static int idlist_push(struct fsm_idlist *l, uint64_t id)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        uint64_t *v = realloc(l->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = id;
+    return 0;
+}
+
+int fsm_cmd_result_pack(const struct fsm_cmd_result *r, uint8_t **out, size_t *len)
+{
+    Spur__Api__Response resp = SPUR__API__RESPONSE__INIT;
+    Spur__Api__Empty empty = SPUR__API__EMPTY__INIT;
+    Spur__Api__SubmitJobResponse submit = SPUR__API__SUBMIT_JOB_RESPONSE__INIT;
+    Spur__Api__CancelJobsResponse cancel = SPUR__API__CANCEL_JOBS_RESPONSE__INIT;
+
+    resp.code = (Spur__Api__Code)r->code;
+    resp.error = (char *)r->error;
+    switch (r->kind) {
+    case FSM_RES_NONE:
+        break;
+    case FSM_RES_DONE:
+        resp.result_case = SPUR__API__RESPONSE__RESULT_DONE;
+        resp.done = &empty;
+        break;
+    case FSM_RES_SUBMIT:
+        submit.job_id = r->job_id;
+        resp.result_case = SPUR__API__RESPONSE__RESULT_SUBMIT_JOB;
+        resp.submit_job = &submit;
+        break;
+    case FSM_RES_CANCEL:
+        cancel.n_cancelled = r->cancelled.n;
+        cancel.cancelled = r->cancelled.v;
+        cancel.n_not_found = r->not_found.n;
+        cancel.not_found = r->not_found.v;
+        cancel.n_already_done = r->already_done.n;
+        cancel.already_done = r->already_done.v;
+        resp.result_case = SPUR__API__RESPONSE__RESULT_CANCEL_JOBS;
+        resp.cancel_jobs = &cancel;
+        break;
+    }
+    size_t n = spur__api__response__get_packed_size(&resp);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf == NULL)
+        return FSM_ENOMEM;
+    *len = spur__api__response__pack(&resp, buf);
+    *out = buf;
+    return FSM_OK;
+}
+
+/* ---- checks shared by several commands -------------------------------------------------- */
+
+/* A text field: at most max bytes (else TOO_LARGE) and no control characters (INVALID). */
+static bool check_text(struct fsm_cmd_result *r, const char *what, const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n > max) {
+        fsm_cmd_fail(r, C_TOO_LARGE, "%s is %zu bytes; the limit is %zu", what, n, max);
+        return false;
+    }
+    if (!fsm_text_ok(s, max)) {
+        fsm_cmd_fail(r, C_INVALID, "%s holds a control character", what);
+        return false;
+    }
+    return true;
+}
+
+static struct fsm_job *find_job(struct fsm *f, uint64_t id, struct fsm_cmd_result *r)
+{
+    if (id == 0) {
+        fsm_cmd_fail(r, C_INVALID, "job id 0 is not valid");
+        return NULL;
+    }
+    struct fsm_job *job = fsm_jobs_find(&f->jobs, id);
+    if (job == NULL)
+        fsm_cmd_fail(r, C_NOT_FOUND, "job %" PRIu64 " does not exist", id);
+    return job;
+}
+
+static struct fsm_node *find_node(struct fsm *f, const char *name, struct fsm_cmd_result *r)
+{
+    struct fsm_node *node = fsm_nodes_find(&f->nodes, name);
+    if (node == NULL)
+        fsm_cmd_fail(r, C_NOT_FOUND, "node \"%.64s\" does not exist", name);
+    return node;
+}
+
+/* ---- job endings ---------------------------------------------------------------------- */
+
+static void finish_job(struct fsm *f, struct fsm_job *job, int state, int end_reason)
+{
+    job->end_ms = f->now_ms;
+    job->end_reason = (uint8_t)end_reason;
+    job->held = false;
+    fsm_jobs_set_state(&f->jobs, job, state);
+}
+
+/* The last node of a running job reported: decide how it ended. */
+static void conclude_job(struct fsm *f, struct fsm_job *job)
+{
+    if (job->cancel_requested)
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
+    else if (job->timed_out)
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_TIMEOUT, FSM_END_TIME_LIMIT);
+    else if (job->exit_code != 0)
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_NONZERO_EXIT);
+    else
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_COMPLETED, FSM_END_NONE);
+}
+
+/*
+ * Cancel a job that is not finished: a pending one ends CANCELLED now; a running one is
+ * marked, goes COMPLETING, and ends CANCELLED when its nodes report.
+ */
+static void cancel_active(struct fsm *f, struct fsm_job *job)
+{
+    if (job->state == JS_PENDING) {
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
+        return;
+    }
+    job->cancel_requested = true;
+    if (job->state == JS_RUNNING)
+        fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
+}
+
+/* Every running job with an unfinished part on node fails with NODE_FAIL. */
+static void fail_jobs_on(struct fsm *f, const struct fsm_node *node)
+{
+    if (node->njobs == 0)
+        return;
+    for (size_t i = 0; i < f->jobs.norder; i++) {
+        struct fsm_job *job = f->jobs.order[i];
+        if (job == NULL || job->run == NULL || fsm_job_state_final(job->state))
+            continue;
+        bool here = false;
+        for (uint32_t k = 0; k < job->run->n && !here; k++)
+            here = !job->run->done[k] && strcmp(job->run->nodes[k], node->name) == 0;
+        if (!here)
+            continue;
+        for (uint32_t k = 0; k < job->run->n; k++)
+            fsm_state_release_part(f, job, k);
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_NODE_FAIL, FSM_END_NODE_DOWN);
+    }
+}
+
+/* ---- jobs --------------------------------------------------------------------------------- */
+
+static bool check_spec_strings(struct fsm_cmd_result *r, const Spur__Api__JobSpec *s)
+{
+    if (!check_text(r, "the job name", PB_STR(s->name), FSM_JOB_NAME_MAX) ||
+        !check_text(r, "the stdout path", PB_STR(s->stdout_path), FSM_PATH_MAX) ||
+        !check_text(r, "the stderr path", PB_STR(s->stderr_path), FSM_PATH_MAX) ||
+        !check_text(r, "the working directory", PB_STR(s->workdir), FSM_PATH_MAX))
+        return false;
+    if (s->n_env > FSM_ENV_MAX_ENTRIES) {
+        fsm_cmd_fail(r, C_TOO_LARGE, "the environment has %zu entries; the limit is %d", s->n_env,
+                     FSM_ENV_MAX_ENTRIES);
+        return false;
+    }
+    size_t env_bytes = 0;
+    for (size_t i = 0; i < s->n_env; i++) {
+        const char *e = PB_STR(s->env[i]);
+        const char *eq = strchr(e, '=');
+        if (eq == NULL || eq == e) {
+            fsm_cmd_fail(r, C_INVALID, "environment entry %zu is not NAME=value", i + 1);
+            return false;
+        }
+        env_bytes += strlen(e) + 1;
+    }
+    if (env_bytes > FSM_ENV_MAX_BYTES) {
+        fsm_cmd_fail(r, C_TOO_LARGE, "the environment is %zu bytes; the limit is %u", env_bytes,
+                     FSM_ENV_MAX_BYTES);
+        return false;
+    }
+    return true;
+}
+
+static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
+{
+    const Spur__Api__JobSpec *s = cmd->submit_job;
+    if (s == NULL) {
+        fsm_cmd_fail(r, C_INVALID, "submit without a job spec");
+        return FSM_OK;
+    }
+    /* The request's user is who asked; the spec's is only a fallback. */
+    const char *user = PB_STR(cmd->user)[0] ? cmd->user : PB_STR(s->user);
+    if (user[0] == '\0') {
+        fsm_cmd_fail(r, C_INVALID, "the job has no user");
+        return FSM_OK;
+    }
+    if (!check_text(r, "the user name", user, FSM_USER_MAX))
+        return FSM_OK;
+    size_t script_len = s->script.data != NULL ? s->script.len : 0;
+    if (script_len == 0) {
+        fsm_cmd_fail(r, C_INVALID, "the job has no script");
+        return FSM_OK;
+    }
+    if (script_len > f->max_script_bytes) {
+        fsm_cmd_fail(r, C_TOO_LARGE, "the job script is %zu bytes; the limit is %u", script_len,
+                     f->max_script_bytes);
+        return FSM_OK;
+    }
+    if (!check_spec_strings(r, s))
+        return FSM_OK;
+
+    const struct fsm_part *p;
+    const char *pname = PB_STR(s->partition);
+    if (pname[0] == '\0') {
+        p = fsm_nodes_default_part(&f->nodes);
+        if (p == NULL) {
+            fsm_cmd_fail(r, C_NOT_FOUND, "no default partition is configured");
+            return FSM_OK;
+        }
+    } else {
+        p = fsm_nodes_part(&f->nodes, pname);
+        if (p == NULL) {
+            fsm_cmd_fail(r, C_NOT_FOUND, "partition \"%.64s\" does not exist", pname);
+            return FSM_OK;
+        }
+    }
+    if (!p->up) {
+        fsm_cmd_fail(r, C_CONFLICT, "partition %s is down and takes no new jobs", p->name);
+        return FSM_OK;
+    }
+
+    uint32_t nodes = s->nodes ? s->nodes : 1;
+    uint32_t ntasks = s->ntasks ? s->ntasks : nodes;
+    uint32_t cpt = s->cpus_per_task ? s->cpus_per_task : 1;
+    if (nodes > FSM_MAX_NODES) {
+        fsm_cmd_fail(r, C_INVALID, "%u nodes requested; no partition can hold more than %d", nodes,
+                     FSM_MAX_NODES);
+        return FSM_OK;
+    }
+    if (ntasks < nodes) {
+        fsm_cmd_fail(r, C_INVALID, "%u tasks on %u nodes: each node needs at least one task",
+                     ntasks, nodes);
+        return FSM_OK;
+    }
+    if (ntasks > FSM_MAX_TASKS) {
+        fsm_cmd_fail(r, C_INVALID, "%u tasks requested; the limit is %u", ntasks, FSM_MAX_TASKS);
+        return FSM_OK;
+    }
+    uint64_t cpn = (((uint64_t)ntasks + nodes - 1) / nodes) * cpt;
+    if (cpn > FSM_MAX_CPUS_PER_NODE) {
+        fsm_cmd_fail(r, C_INVALID, "%" PRIu64 " CPUs per node requested; the limit is %u", cpn,
+                     FSM_MAX_CPUS_PER_NODE);
+        return FSM_OK;
+    }
+    if (s->mem_mb > FSM_MAX_MEM_MB) {
+        fsm_cmd_fail(r, C_INVALID,
+                     "%" PRIu64 " MiB of memory per node requested; the limit is %llu", s->mem_mb,
+                     FSM_MAX_MEM_MB);
+        return FSM_OK;
+    }
+    if (p->max_nodes != 0 && nodes > p->max_nodes) {
+        fsm_cmd_fail(r, C_INVALID, "%u nodes exceed partition %s's max %u nodes", nodes, p->name,
+                     p->max_nodes);
+        return FSM_OK;
+    }
+    if (p->max_cpus_per_node != 0 && cpn > p->max_cpus_per_node) {
+        fsm_cmd_fail(r, C_INVALID, "%" PRIu64 " CPUs per node exceed partition %s's max %u", cpn,
+                     p->name, p->max_cpus_per_node);
+        return FSM_OK;
+    }
+    if (p->max_mem_mb_per_node != 0 && s->mem_mb > p->max_mem_mb_per_node) {
+        fsm_cmd_fail(r, C_INVALID,
+                     "%" PRIu64 " MiB of memory per node exceeds partition %s's max %" PRIu64
+                     " MiB",
+                     s->mem_mb, p->name, p->max_mem_mb_per_node);
+        return FSM_OK;
+    }
+    uint32_t time_limit = s->time_limit_min;
+    if (time_limit == 0) {
+        time_limit = p->max_time_min; /* the partition's limit, or unlimited */
+    } else if (p->max_time_min != 0 && time_limit > p->max_time_min) {
+        fsm_cmd_fail(r, C_INVALID, "time limit %u min exceeds partition %s's max %u min",
+                     time_limit, p->name, p->max_time_min);
+        return FSM_OK;
+    }
+    if (f->jobs.count >= f->lim.max_jobs) {
+        fsm_cmd_fail(r, C_CONFLICT, "the controller holds %zu jobs, its limit; try again later",
+                     f->jobs.count);
+        return FSM_OK;
+    }
+
+    struct fsm_job *job = fsm_job_new(s, user, p->name);
+    if (job == NULL)
+        return FSM_ENOMEM;
+    job->id = f->next_job_id;
+    job->nodes = nodes;
+    job->ntasks = ntasks;
+    job->cpus_per_task = cpt;
+    job->mem_mb = s->mem_mb;
+    job->time_limit_min = time_limit;
+    job->state = JS_PENDING;
+    job->held = s->hold;
+    job->submit_ms = f->now_ms;
+    job->eligible_ms = s->hold ? 0 : f->now_ms;
+    if (fsm_jobs_add(&f->jobs, job) != 0) {
+        fsm_job_free(job);
+        return FSM_ENOMEM;
+    }
+    f->next_job_id++;
+    r->code = C_OK;
+    r->kind = FSM_RES_SUBMIT;
+    r->job_id = job->id;
+    return FSM_OK;
+}
+
+static int cmd_cancel(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, req != NULL ? req->job_id : 0, r);
+    if (job == NULL)
+        return FSM_OK;
+    if (fsm_job_state_final(job->state)) {
+        fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " already finished (%s)", job->id,
+                     fsm_job_state_name(job->state));
+        return FSM_OK;
+    }
+    cancel_active(f, job);
+    done(r);
+    return FSM_OK;
+}
+
+static bool str_in(const char *s, char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, PB_STR(v[i])) == 0)
+            return true;
+    return false;
+}
+
+static bool state_in(int state, const Spur__Api__JobState *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((int)v[i] == state)
+            return true;
+    return false;
+}
+
+/* Whether a job passes the non-id filters of scancel (each given filter must match). */
+static bool cancel_filter_match(const struct fsm_job *job, const Spur__Api__CancelJobsRequest *q)
+{
+    return (q->n_users == 0 || str_in(job->user, q->users, q->n_users)) &&
+           (q->n_states == 0 || state_in(job->state, q->states, q->n_states)) &&
+           (q->n_names == 0 || str_in(job->name, q->names, q->n_names)) &&
+           (q->n_partitions == 0 || str_in(job->partition, q->partitions, q->n_partitions));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : (x > y);
+}
+
+static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
+                           struct fsm_cmd_result *r)
+{
+    if (q == NULL || (q->n_ids == 0 && q->n_users == 0 && q->n_states == 0 && q->n_names == 0 &&
+                      q->n_partitions == 0)) {
+        fsm_cmd_fail(r, C_INVALID, "no jobs selected: give job ids or a filter");
+        return FSM_OK;
+    }
+    for (size_t i = 0; i < q->n_states; i++) {
+        if ((int)q->states[i] <= 0 || (int)q->states[i] >= FSM_JOB_NSTATES) {
+            fsm_cmd_fail(r, C_INVALID, "unknown job state %d in the filter", (int)q->states[i]);
+            return FSM_OK;
+        }
+    }
+    r->kind = FSM_RES_CANCEL;
+    if (q->n_ids > 0) {
+        /* Each id once, in ascending order, whatever the request's order. */
+        uint64_t *ids = malloc(q->n_ids * sizeof(*ids));
+        if (ids == NULL)
+            return FSM_ENOMEM;
+        memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
+        qsort(ids, q->n_ids, sizeof(*ids), cmp_u64);
+        int rc = FSM_OK;
+        for (size_t i = 0; i < q->n_ids && rc == FSM_OK; i++) {
+            if (i > 0 && ids[i] == ids[i - 1])
+                continue;
+            struct fsm_job *job = fsm_jobs_find(&f->jobs, ids[i]);
+            if (job == NULL) {
+                rc = idlist_push(&r->not_found, ids[i]);
+            } else if (!cancel_filter_match(job, q)) {
+                continue; /* named, but another filter excludes it: left alone */
+            } else if (fsm_job_state_final(job->state)) {
+                rc = idlist_push(&r->already_done, ids[i]);
+            } else {
+                rc = idlist_push(&r->cancelled, ids[i]);
+                if (rc == 0)
+                    cancel_active(f, job);
+            }
+        }
+        free(ids);
+        return rc == 0 ? FSM_OK : FSM_ENOMEM;
+    }
+    for (size_t i = 0; i < f->jobs.norder; i++) {
+        struct fsm_job *job = f->jobs.order[i];
+        if (job == NULL || fsm_job_state_final(job->state) || !cancel_filter_match(job, q))
+            continue;
+        if (idlist_push(&r->cancelled, job->id) != 0)
+            return FSM_ENOMEM;
+        cancel_active(f, job);
+    }
+    return FSM_OK;
+}
+
+static struct fsm_job *find_pending(struct fsm *f, const Spur__Api__JobIdRequest *req,
+                                    struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, req != NULL ? req->job_id : 0, r);
+    if (job != NULL && job->state != JS_PENDING) {
+        fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not pending (%s)", job->id,
+                     fsm_job_state_name(job->state));
+        return NULL;
+    }
+    return job;
+}
+
+static int cmd_hold(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_pending(f, req, r);
+    if (job == NULL)
+        return FSM_OK;
+    job->held = true;
+    job->eligible_ms = 0;
+    done(r);
+    return FSM_OK;
+}
+
+static int cmd_release(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_pending(f, req, r);
+    if (job == NULL)
+        return FSM_OK;
+    if (job->held) {
+        job->held = false;
+        job->eligible_ms = f->now_ms;
+    }
+    done(r);
+    return FSM_OK;
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static bool check_reason(struct fsm_cmd_result *r, const char *reason, const char *verb)
+{
+    if (reason[0] == '\0') {
+        fsm_cmd_fail(r, C_INVALID, "a reason is required to %s a node", verb);
+        return false;
+    }
+    return check_text(r, "the reason", reason, FSM_REASON_MAX);
+}
+
+static int cmd_update_node(struct fsm *f, const Spur__Api__UpdateNodeRequest *u,
+                           struct fsm_cmd_result *r)
+{
+    if (u == NULL) {
+        fsm_cmd_fail(r, C_INVALID, "update without a node");
+        return FSM_OK;
+    }
+    struct fsm_node *node = find_node(f, PB_STR(u->name), r);
+    if (node == NULL)
+        return FSM_OK;
+    const char *st = PB_STR(u->state);
+    const char *reason = PB_STR(u->reason);
+    if (strcasecmp(st, "drain") == 0) {
+        if (!check_reason(r, reason, "drain"))
+            return FSM_OK;
+        if (fsm_node_set_reason(node, reason, f->now_ms) != 0)
+            return FSM_ENOMEM;
+        node->drain = true;
+    } else if (strcasecmp(st, "down") == 0) {
+        if (!check_reason(r, reason, "down"))
+            return FSM_OK;
+        if (fsm_node_set_reason(node, reason, f->now_ms) != 0)
+            return FSM_ENOMEM;
+        node->down = true;
+        fail_jobs_on(f, node);
+    } else if (strcasecmp(st, "resume") == 0 || strcasecmp(st, "idle") == 0) {
+        if (!node->down && !node->drain) {
+            fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" is not down, drained or draining", node->name);
+            return FSM_OK;
+        }
+        node->down = false;
+        node->drain = false;
+        fsm_node_set_reason(node, NULL, 0);
+    } else if (strcasecmp(st, "undrain") == 0) {
+        if (!node->drain) {
+            fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" is not drained or draining", node->name);
+            return FSM_OK;
+        }
+        node->drain = false;
+        if (!node->down)
+            fsm_node_set_reason(node, NULL, 0);
+    } else {
+        fsm_cmd_fail(r, C_INVALID, "unknown node state \"%.32s\"; use drain, resume, down or idle",
+                     st);
+        return FSM_OK;
+    }
+    done(r);
+    return FSM_OK;
+}
+
+static int cmd_register_node(struct fsm *f, const Spur__Api__RegisterNodeRequest *q,
+                             struct fsm_cmd_result *r)
+{
+    if (q == NULL) {
+        fsm_cmd_fail(r, C_INVALID, "register without a node");
+        return FSM_OK;
+    }
+    const char *name = PB_STR(q->name);
+    if (!fsm_name_ok(name, FSM_NAME_MAX)) {
+        fsm_cmd_fail(r, C_INVALID,
+                     "node name \"%.64s\" is not 1 to %d letters, digits, '.', '-' or '_'", name,
+                     FSM_NAME_MAX);
+        return FSM_OK;
+    }
+    if (q->cpus == 0 || q->cpus > FSM_MAX_CPUS_PER_NODE) {
+        fsm_cmd_fail(r, C_INVALID, "node \"%s\": %u CPUs; a node has 1 to %u", name, q->cpus,
+                     FSM_MAX_CPUS_PER_NODE);
+        return FSM_OK;
+    }
+    if (q->mem_mb > FSM_MAX_MEM_MB) {
+        fsm_cmd_fail(r, C_INVALID, "node \"%s\": %" PRIu64 " MiB of memory is over the limit", name,
+                     q->mem_mb);
+        return FSM_OK;
+    }
+    if (!check_text(r, "the node address", PB_STR(q->address), FSM_ADDRESS_MAX))
+        return FSM_OK;
+    if (q->n_features > FSM_MAX_FEATURES) {
+        fsm_cmd_fail(r, C_TOO_LARGE, "node \"%s\" has %zu features; the limit is %d", name,
+                     q->n_features, FSM_MAX_FEATURES);
+        return FSM_OK;
+    }
+    for (size_t i = 0; i < q->n_features; i++) {
+        if (!fsm_name_ok(PB_STR(q->features[i]), FSM_NAME_MAX)) {
+            fsm_cmd_fail(r, C_INVALID, "node \"%s\": feature \"%.64s\" is not a valid name", name,
+                         PB_STR(q->features[i]));
+            return FSM_OK;
+        }
+    }
+    struct fsm_node *node = fsm_nodes_find(&f->nodes, name);
+    if (node == NULL) {
+        if (f->nodes.n >= FSM_MAX_NODES) {
+            fsm_cmd_fail(r, C_CONFLICT, "the controller holds %d nodes, its limit", FSM_MAX_NODES);
+            return FSM_OK;
+        }
+        node = fsm_nodes_add(&f->nodes, name);
+        if (node == NULL)
+            return FSM_ENOMEM;
+    }
+    if (fsm_node_set_identity(node, q->address, q->features, q->n_features) != 0)
+        return FSM_ENOMEM;
+    node->cpus = q->cpus;
+    node->mem_mb = q->mem_mb;
+    node->registered = true;
+    node->last_seen_ms = f->now_ms;
+    done(r);
+    return FSM_OK;
+}
+
+static int cmd_heartbeat(struct fsm *f, const Spur__Fsm__NodeHeartbeat *h, struct fsm_cmd_result *r)
+{
+    struct fsm_node *node = find_node(f, h != NULL ? PB_STR(h->name) : "", r);
+    if (node == NULL)
+        return FSM_OK;
+    if (!node->registered) {
+        fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" has not registered", node->name);
+        return FSM_OK;
+    }
+    node->last_seen_ms = f->now_ms;
+    done(r);
+    return FSM_OK;
+}
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+static int cmd_set_partitions(struct fsm *f, const Spur__Fsm__SetPartitions *sp,
+                              struct fsm_cmd_result *r)
+{
+    size_t n = sp != NULL ? sp->n_partitions : 0;
+    Spur__Api__Partition *const *parts = sp != NULL ? sp->partitions : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i] == NULL) {
+            fsm_cmd_fail(r, C_INVALID, "partition %zu is empty", i + 1);
+            return FSM_OK;
+        }
+    }
+    if (fsm_nodes_check_parts(parts, n, r->error, sizeof(r->error)) != 0) {
+        r->code = C_INVALID;
+        return FSM_OK;
+    }
+    if (fsm_nodes_set_parts(&f->nodes, parts, n) != 0)
+        return FSM_ENOMEM;
+    done(r);
+    return FSM_OK;
+}
+
+static int cmd_set_settings(struct fsm *f, const Spur__Fsm__SetSettings *s,
+                            struct fsm_cmd_result *r)
+{
+    if (s == NULL) {
+        fsm_cmd_fail(r, C_INVALID, "settings without values");
+        return FSM_OK;
+    }
+    if (s->finished_job_retention_s > FSM_MAX_RETENTION_S) {
+        fsm_cmd_fail(r, C_INVALID, "finished job retention %u s is over the limit of %u s",
+                     s->finished_job_retention_s, FSM_MAX_RETENTION_S);
+        return FSM_OK;
+    }
+    if (s->max_script_bytes == 0 || s->max_script_bytes > FSM_MAX_SCRIPT_SETTING) {
+        fsm_cmd_fail(r, C_INVALID, "max script bytes %u is not between 1 and %u",
+                     s->max_script_bytes, FSM_MAX_SCRIPT_SETTING);
+        return FSM_OK;
+    }
+    f->retention_s = s->finished_job_retention_s;
+    f->max_script_bytes = s->max_script_bytes;
+    done(r);
+    return FSM_OK;
+}
+
+/* ---- running jobs (the scheduler and the node agents of a later issue) ---------------- */
+
+static int cmd_job_started(struct fsm *f, const Spur__Fsm__JobStarted *js, struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, js != NULL ? js->job_id : 0, r);
+    if (job == NULL)
+        return FSM_OK;
+    if (job->state != JS_PENDING) {
+        fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not pending (%s)", job->id,
+                     fsm_job_state_name(job->state));
+        return FSM_OK;
+    }
+    if (job->held) {
+        fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is held", job->id);
+        return FSM_OK;
+    }
+    if (js->n_nodes != job->nodes) {
+        fsm_cmd_fail(r, C_INVALID, "job %" PRIu64 " needs %u nodes, not %zu", job->id, job->nodes,
+                     js->n_nodes);
+        return FSM_OK;
+    }
+    const struct fsm_part *p = fsm_nodes_part(&f->nodes, job->partition);
+    uint64_t cpus = fsm_job_cpus_per_node(job);
+    for (size_t i = 0; i < js->n_nodes; i++) {
+        const char *name = PB_STR(js->nodes[i]);
+        const struct fsm_node *node = find_node(f, name, r);
+        if (node == NULL)
+            return FSM_OK;
+        for (size_t k = 0; k < i; k++) {
+            if (strcmp(name, PB_STR(js->nodes[k])) == 0) {
+                fsm_cmd_fail(r, C_INVALID, "node \"%s\" is named twice", name);
+                return FSM_OK;
+            }
+        }
+        if (p == NULL || !fsm_part_has_node(p, name)) {
+            fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" is not in partition %s", name, job->partition);
+            return FSM_OK;
+        }
+        uint64_t free_cpus = node->cpus > node->alloc_cpus ? node->cpus - node->alloc_cpus : 0;
+        uint64_t free_mem =
+            node->mem_mb > node->alloc_mem_mb ? node->mem_mb - node->alloc_mem_mb : 0;
+        if (!fsm_node_usable(node) || free_cpus < cpus || (job->mem_mb && free_mem < job->mem_mb)) {
+            fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" cannot take job %" PRIu64 " now", name,
+                         job->id);
+            return FSM_OK;
+        }
+    }
+    if (fsm_jobs_set_run(&f->jobs, job, js->nodes, (uint32_t)js->n_nodes) != 0)
+        return FSM_ENOMEM;
+    job->start_ms = f->now_ms;
+    fsm_jobs_set_state(&f->jobs, job, JS_RUNNING);
+    fsm_state_alloc_job(f, job);
+    done(r);
+    return FSM_OK;
+}
+
+static int cmd_job_completed(struct fsm *f, const Spur__Fsm__JobCompleted *jc,
+                             struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, jc != NULL ? jc->job_id : 0, r);
+    if (job == NULL)
+        return FSM_OK;
+    if ((job->state != JS_RUNNING && job->state != JS_COMPLETING) || job->run == NULL) {
+        fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not running (%s)", job->id,
+                     fsm_job_state_name(job->state));
+        return FSM_OK;
+    }
+    const char *name = PB_STR(jc->node);
+    uint32_t i = 0;
+    while (i < job->run->n && strcmp(job->run->nodes[i], name) != 0)
+        i++;
+    if (i == job->run->n) {
+        fsm_cmd_fail(r, C_INVALID, "job %" PRIu64 " does not run on node \"%.64s\"", job->id, name);
+        return FSM_OK;
+    }
+    if (job->run->done[i]) {
+        fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" already reported job %" PRIu64, name, job->id);
+        return FSM_OK;
+    }
+    fsm_state_release_part(f, job, i);
+    if (jc->exit_code != 0 && job->exit_code == 0)
+        job->exit_code = jc->exit_code;
+    if (jc->timed_out)
+        job->timed_out = true;
+    if (job->run->ndone == job->run->n)
+        conclude_job(f, job);
+    else if (job->state == JS_RUNNING)
+        fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
+    done(r);
+    return FSM_OK;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
+{
+    switch (cmd->op_case) {
+    case SPUR__FSM__COMMAND__OP_SUBMIT_JOB:
+        return cmd_submit(f, cmd, r);
+    case SPUR__FSM__COMMAND__OP_CANCEL_JOB:
+        return cmd_cancel(f, cmd->cancel_job, r);
+    case SPUR__FSM__COMMAND__OP_CANCEL_JOBS:
+        return cmd_cancel_jobs(f, cmd->cancel_jobs, r);
+    case SPUR__FSM__COMMAND__OP_HOLD_JOB:
+        return cmd_hold(f, cmd->hold_job, r);
+    case SPUR__FSM__COMMAND__OP_RELEASE_JOB:
+        return cmd_release(f, cmd->release_job, r);
+    case SPUR__FSM__COMMAND__OP_UPDATE_NODE:
+        return cmd_update_node(f, cmd->update_node, r);
+    case SPUR__FSM__COMMAND__OP_REGISTER_NODE:
+        return cmd_register_node(f, cmd->register_node, r);
+    case SPUR__FSM__COMMAND__OP_SET_PARTITIONS:
+        return cmd_set_partitions(f, cmd->set_partitions, r);
+    case SPUR__FSM__COMMAND__OP_SET_SETTINGS:
+        return cmd_set_settings(f, cmd->set_settings, r);
+    case SPUR__FSM__COMMAND__OP_TICK:
+        done(r);
+        return FSM_OK;
+    case SPUR__FSM__COMMAND__OP_JOB_STARTED:
+        return cmd_job_started(f, cmd->job_started, r);
+    case SPUR__FSM__COMMAND__OP_JOB_COMPLETED:
+        return cmd_job_completed(f, cmd->job_completed, r);
+    case SPUR__FSM__COMMAND__OP_NODE_HEARTBEAT:
+        return cmd_heartbeat(f, cmd->node_heartbeat, r);
+    case SPUR__FSM__COMMAND__OP__NOT_SET:
+    default:
+        fsm_cmd_fail(r, C_INVALID, "log entry without an operation (or one this build lacks)");
+        return FSM_OK;
+    }
+}

@@ -1,0 +1,349 @@
+/*
+ * fsm_query.c - read answers, borrowed from the state and built in an arena.
+ * See fsm_query.h.
+ */
+#include "fsm_query.h"
+
+#include "fsm_arena.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PB_STR(s) ((s) != NULL ? (s) : "")
+
+static char empty_str[] = "";
+
+/* Start an answer: an arena in out->priv and a response saying OK. */
+static struct fsm_arena *begin(struct fsm_read *out)
+{
+    memset(out, 0, sizeof(*out));
+    spur__api__response__init(&out->resp);
+    out->resp.error = empty_str;
+    struct fsm_arena *a = malloc(sizeof(*a));
+    if (a == NULL)
+        return NULL;
+    fsm_arena_init(a);
+    out->priv = a;
+    return a;
+}
+
+void fsm_query_free(struct fsm_read *out)
+{
+    struct fsm_arena *a = out->priv;
+    if (a != NULL) {
+        fsm_arena_free(a);
+        free(a);
+    }
+    memset(out, 0, sizeof(*out));
+}
+
+/* Answer with an error; the message lives in the arena. FSM_OK or FSM_ENOMEM. */
+static int fail(struct fsm_read *out, struct fsm_arena *a, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(struct fsm_read *out, struct fsm_arena *a, int code, const char *fmt, ...)
+{
+    char *msg = fsm_arena_alloc(a, FSM_ERR_MAX, 1);
+    if (msg == NULL)
+        return FSM_ENOMEM;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, FSM_ERR_MAX, fmt, ap);
+    va_end(ap);
+    out->resp.code = (Spur__Api__Code)code;
+    out->resp.error = msg;
+    out->resp.result_case = SPUR__API__RESPONSE__RESULT__NOT_SET;
+    return FSM_OK;
+}
+
+static int nomem(struct fsm_read *out)
+{
+    fsm_query_free(out);
+    return FSM_ENOMEM;
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+static bool str_in(const char *s, char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, PB_STR(v[i])) == 0)
+            return true;
+    return false;
+}
+
+static bool job_matches(const struct fsm_job *job, const Spur__Api__GetJobsRequest *q)
+{
+    if (q == NULL)
+        return true;
+    if (q->n_states > 0) {
+        bool hit = false;
+        for (size_t i = 0; i < q->n_states && !hit; i++)
+            hit = (int)q->states[i] == job->state;
+        if (!hit)
+            return false;
+    }
+    return (q->n_users == 0 || str_in(job->user, q->users, q->n_users)) &&
+           (q->n_partitions == 0 || str_in(job->partition, q->partitions, q->n_partitions)) &&
+           (q->n_names == 0 || str_in(job->name, q->names, q->n_names));
+}
+
+static void fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__Job *out,
+                     Spur__Api__JobSpec *spec, bool full, struct fsm_fit_cache *cache)
+{
+    spur__api__job__init(out);
+    fsm_job_fill_spec(job, spec, full);
+    out->id = job->id;
+    out->spec = spec;
+    out->state = (Spur__Api__JobState)job->state;
+    out->reason = (char *)fsm_state_job_reason(f, job, cache);
+    out->submit_time_ms = job->submit_ms;
+    out->start_time_ms = job->start_ms;
+    out->end_time_ms = job->end_ms;
+    out->eligible_time_ms = job->eligible_ms;
+    out->exit_code = job->exit_code;
+    out->held = job->held;
+    if (job->run != NULL) {
+        out->n_node_list = job->run->n;
+        out->node_list = job->run->nodes;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : (x > y);
+}
+
+/*
+ * The jobs an answer lists, in id order: those named by id (each once), or all; only
+ * the ones every filter lets through. Returns the count, with *v in the arena.
+ */
+static int select_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *q, struct fsm_arena *a,
+                       const struct fsm_job ***v, size_t *n)
+{
+    size_t max = q != NULL && q->n_ids > 0 ? q->n_ids : f->jobs.count;
+    const struct fsm_job **sel = fsm_arena_alloc(a, max ? max : 1, sizeof(*sel));
+    if (sel == NULL)
+        return FSM_ENOMEM;
+    size_t k = 0;
+    if (q != NULL && q->n_ids > 0) {
+        uint64_t *ids = fsm_arena_alloc(a, q->n_ids, sizeof(*ids));
+        if (ids == NULL)
+            return FSM_ENOMEM;
+        memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
+        qsort(ids, q->n_ids, sizeof(*ids), cmp_u64);
+        for (size_t i = 0; i < q->n_ids; i++) {
+            if (i > 0 && ids[i] == ids[i - 1])
+                continue;
+            const struct fsm_job *job = fsm_jobs_find(&f->jobs, ids[i]);
+            if (job != NULL && job_matches(job, q))
+                sel[k++] = job;
+        }
+    } else {
+        for (size_t i = 0; i < f->jobs.norder; i++) {
+            const struct fsm_job *job = f->jobs.order[i];
+            if (job != NULL && job_matches(job, q))
+                sel[k++] = job;
+        }
+    }
+    *v = sel;
+    *n = k;
+    return FSM_OK;
+}
+
+int fsm_query_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *req, struct fsm_read *out)
+{
+    struct fsm_arena *a = begin(out);
+    if (a == NULL)
+        return nomem(out);
+    const struct fsm_job **sel;
+    size_t n;
+    if (select_jobs(f, req, a, &sel, &n) != FSM_OK)
+        return nomem(out);
+    bool full = req != NULL && req->include_script;
+    Spur__Api__JobsResponse *jr = fsm_arena_alloc(a, 1, sizeof(*jr));
+    Spur__Api__Job **ptrs = fsm_arena_alloc(a, n ? n : 1, sizeof(*ptrs));
+    Spur__Api__Job *jobs = fsm_arena_alloc(a, n ? n : 1, sizeof(*jobs));
+    Spur__Api__JobSpec *specs = fsm_arena_alloc(a, n ? n : 1, sizeof(*specs));
+    struct fsm_fit_cache *cache = fsm_arena_alloc(a, 1, sizeof(*cache));
+    if (jr == NULL || ptrs == NULL || jobs == NULL || specs == NULL || cache == NULL)
+        return nomem(out);
+    spur__api__jobs_response__init(jr);
+    for (size_t i = 0; i < n; i++) {
+        fill_job(f, sel[i], &jobs[i], &specs[i], full, cache);
+        ptrs[i] = &jobs[i];
+    }
+    jr->n_jobs = n;
+    jr->jobs = ptrs;
+    out->resp.result_case = SPUR__API__RESPONSE__RESULT_JOBS;
+    out->resp.jobs = jr;
+    return FSM_OK;
+}
+
+int fsm_query_job(const struct fsm *f, uint64_t job_id, struct fsm_read *out)
+{
+    struct fsm_arena *a = begin(out);
+    if (a == NULL)
+        return nomem(out);
+    if (job_id == 0)
+        return fail(out, a, SPUR__API__CODE__CODE_INVALID, "job id 0 is not valid") ? nomem(out)
+                                                                                    : FSM_OK;
+    const struct fsm_job *job = fsm_jobs_find(&f->jobs, job_id);
+    if (job == NULL)
+        return fail(out, a, SPUR__API__CODE__CODE_NOT_FOUND, "job %" PRIu64 " does not exist",
+                    job_id)
+                   ? nomem(out)
+                   : FSM_OK;
+    Spur__Api__JobsResponse *jr = fsm_arena_alloc(a, 1, sizeof(*jr));
+    Spur__Api__Job **ptrs = fsm_arena_alloc(a, 1, sizeof(*ptrs));
+    Spur__Api__Job *j = fsm_arena_alloc(a, 1, sizeof(*j));
+    Spur__Api__JobSpec *spec = fsm_arena_alloc(a, 1, sizeof(*spec));
+    if (jr == NULL || ptrs == NULL || j == NULL || spec == NULL)
+        return nomem(out);
+    spur__api__jobs_response__init(jr);
+    fill_job(f, job, j, spec, true, NULL);
+    ptrs[0] = j;
+    jr->n_jobs = 1;
+    jr->jobs = ptrs;
+    out->resp.result_case = SPUR__API__RESPONSE__RESULT_JOBS;
+    out->resp.jobs = jr;
+    return FSM_OK;
+}
+
+/* ---- nodes ----------------------------------------------------------------------------------- */
+
+static int fill_node(const struct fsm *f, const struct fsm_node *node, Spur__Api__Node *out,
+                     struct fsm_arena *a)
+{
+    spur__api__node__init(out);
+    out->name = node->name;
+    out->address = node->address;
+    out->cpus = node->cpus;
+    out->mem_mb = node->mem_mb;
+    out->n_features = node->nfeatures;
+    out->features = node->features;
+    out->state = (Spur__Api__NodeState)fsm_node_state(node);
+    out->reason = node->reason != NULL ? node->reason : empty_str;
+    out->reason_time_ms = node->reason_time_ms;
+    out->alloc_cpus = node->alloc_cpus;
+    out->alloc_mem_mb = node->alloc_mem_mb;
+    out->last_seen_ms = node->last_seen_ms;
+    size_t np = 0;
+    for (size_t i = 0; i < f->nodes.nparts; i++)
+        if (fsm_part_has_node(&f->nodes.parts[i], node->name))
+            np++;
+    if (np == 0)
+        return FSM_OK;
+    out->partitions = fsm_arena_alloc(a, np, sizeof(char *));
+    if (out->partitions == NULL)
+        return FSM_ENOMEM;
+    for (size_t i = 0; i < f->nodes.nparts; i++)
+        if (fsm_part_has_node(&f->nodes.parts[i], node->name))
+            out->partitions[out->n_partitions++] = f->nodes.parts[i].name;
+    return FSM_OK;
+}
+
+int fsm_query_nodes(const struct fsm *f, const Spur__Api__GetNodesRequest *req,
+                    struct fsm_read *out)
+{
+    struct fsm_arena *a = begin(out);
+    if (a == NULL)
+        return nomem(out);
+    size_t nnames = req != NULL ? req->n_names : 0;
+    size_t n = nnames > 0 ? nnames : f->nodes.n;
+    const struct fsm_node **sel = fsm_arena_alloc(a, n ? n : 1, sizeof(*sel));
+    if (sel == NULL)
+        return nomem(out);
+    if (nnames > 0) {
+        for (size_t i = 0; i < nnames; i++) {
+            sel[i] = fsm_nodes_find(&f->nodes, PB_STR(req->names[i]));
+            if (sel[i] == NULL)
+                return fail(out, a, SPUR__API__CODE__CODE_NOT_FOUND,
+                            "node \"%.64s\" does not exist", PB_STR(req->names[i]))
+                           ? nomem(out)
+                           : FSM_OK;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            sel[i] = f->nodes.v[i];
+    }
+    Spur__Api__NodesResponse *nr = fsm_arena_alloc(a, 1, sizeof(*nr));
+    Spur__Api__Node **ptrs = fsm_arena_alloc(a, n ? n : 1, sizeof(*ptrs));
+    Spur__Api__Node *nodes = fsm_arena_alloc(a, n ? n : 1, sizeof(*nodes));
+    if (nr == NULL || ptrs == NULL || nodes == NULL)
+        return nomem(out);
+    spur__api__nodes_response__init(nr);
+    for (size_t i = 0; i < n; i++) {
+        if (fill_node(f, sel[i], &nodes[i], a) != FSM_OK)
+            return nomem(out);
+        ptrs[i] = &nodes[i];
+    }
+    nr->n_nodes = n;
+    nr->nodes = ptrs;
+    out->resp.result_case = SPUR__API__RESPONSE__RESULT_NODES;
+    out->resp.nodes = nr;
+    return FSM_OK;
+}
+
+/* ---- partitions -------------------------------------------------------------------------------
+ */
+
+static int fill_partition(const struct fsm *f, const struct fsm_part *p, Spur__Api__Partition *out,
+                          struct fsm_arena *a)
+{
+    fsm_part_fill(p, out);
+    if (!p->all || f->nodes.n == 0)
+        return FSM_OK;
+    /* "ALL": every node the state knows, by name. */
+    out->nodes = fsm_arena_alloc(a, f->nodes.n, sizeof(char *));
+    if (out->nodes == NULL)
+        return FSM_ENOMEM;
+    for (size_t i = 0; i < f->nodes.n; i++)
+        out->nodes[i] = f->nodes.v[i]->name;
+    out->n_nodes = f->nodes.n;
+    return FSM_OK;
+}
+
+int fsm_query_partitions(const struct fsm *f, const Spur__Api__GetPartitionsRequest *req,
+                         struct fsm_read *out)
+{
+    struct fsm_arena *a = begin(out);
+    if (a == NULL)
+        return nomem(out);
+    size_t nnames = req != NULL ? req->n_names : 0;
+    size_t n = nnames > 0 ? nnames : f->nodes.nparts;
+    const struct fsm_part **sel = fsm_arena_alloc(a, n ? n : 1, sizeof(*sel));
+    if (sel == NULL)
+        return nomem(out);
+    for (size_t i = 0; i < n; i++) {
+        if (nnames == 0) {
+            sel[i] = &f->nodes.parts[i];
+            continue;
+        }
+        sel[i] = fsm_nodes_part(&f->nodes, PB_STR(req->names[i]));
+        if (sel[i] == NULL)
+            return fail(out, a, SPUR__API__CODE__CODE_NOT_FOUND,
+                        "partition \"%.64s\" does not exist", PB_STR(req->names[i]))
+                       ? nomem(out)
+                       : FSM_OK;
+    }
+    Spur__Api__PartitionsResponse *pr = fsm_arena_alloc(a, 1, sizeof(*pr));
+    Spur__Api__Partition **ptrs = fsm_arena_alloc(a, n ? n : 1, sizeof(*ptrs));
+    Spur__Api__Partition *parts = fsm_arena_alloc(a, n ? n : 1, sizeof(*parts));
+    if (pr == NULL || ptrs == NULL || parts == NULL)
+        return nomem(out);
+    spur__api__partitions_response__init(pr);
+    for (size_t i = 0; i < n; i++) {
+        if (fill_partition(f, sel[i], &parts[i], a) != FSM_OK)
+            return nomem(out);
+        ptrs[i] = &parts[i];
+    }
+    pr->n_partitions = n;
+    pr->partitions = ptrs;
+    out->resp.result_case = SPUR__API__RESPONSE__RESULT_PARTITIONS;
+    out->resp.partitions = pr;
+    return FSM_OK;
+}
