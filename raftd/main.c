@@ -7,11 +7,13 @@
  *   2. fd 3 (--status-fd) marked close-on-exec and non-blocking before anything could
  *      fork, so no grandchild can hold the status pipe open;
  *   3. configuration (exit 78 on error), state directory and its lock (exit 73);
- *   4. STARTING frame, then the event loop; RUNNING once state is loaded.
+ *   4. STARTING frames while the state is recovered (from a helper thread, so a long
+ *      replay is never mistaken for a stall), then the event loop; RUNNING once loaded.
  * Failures before RUNNING exit with a code from 64-78, which the supervisor passes on.
  */
 #include "cfg.h"
 #include "log.h"
+#include "node.h"
 #include "statedir.h"
 #include "status.h"
 #include "statusw.h"
@@ -23,6 +25,9 @@
 #include <event2/event.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,49 +40,21 @@ struct worker {
     struct statedir sd;
     struct statusw sw;
     struct event_base *base;
-    struct event *ev_heartbeat, *ev_term, *ev_int, *ev_hup, *ev_usr1, *ev_usr2;
-    bool debug_toggled;
+    struct node *node;
+    struct event *ev_term, *ev_int, *ev_hup, *ev_usr1, *ev_usr2, *ev_pre;
     uint32_t node_id;
-    enum status_phase phase;
-    int exit_code;
+    bool debug_toggled;
 };
 
-static void fill_status(const struct worker *w, struct worker_status *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->phase = w->phase;
-    s->node_id = w->node_id;
-    s->pid = (uint32_t)getpid();
-    /*
-     * Until the replicated core runs here, a one-replica configuration is its own leader
-     * and a multi-replica one honestly reports no leader (so it is never ready).
-     */
-    if (w->cfg.controller.npeers == 1 && w->phase == STATUS_PHASE_RUNNING) {
-        s->role = STATUS_ROLE_LEADER;
-        s->term = 1;
-        s->leader_id = w->node_id;
-    } else {
-        s->role = STATUS_ROLE_FOLLOWER;
-    }
-}
-
-static void send_status(struct worker *w)
+static void send_phase(struct worker *w, enum status_phase phase)
 {
     struct worker_status s;
-    fill_status(w, &s);
-    if (statusw_send(&w->sw, &s) < 0) {
-        log_event(LOG_ERROR, "raftd", "status pipe broken: the supervisor is gone; exiting",
-                  NULL);
-        w->exit_code = EXIT_SOFTWARE;
-        event_base_loopbreak(w->base);
-    }
-}
-
-static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    send_status(arg);
+    memset(&s, 0, sizeof(s));
+    s.phase = phase;
+    s.node_id = w->node_id;
+    s.role = STATUS_ROLE_FOLLOWER;
+    s.pid = (uint32_t)getpid();
+    statusw_send(&w->sw, &s);
 }
 
 static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
@@ -85,25 +62,20 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     struct worker *w = arg;
     (void)what;
     log_event(LOG_INFO, "raftd", "stopping", "signal=%s", signal_name((int)sig));
-    w->phase = STATUS_PHASE_STOPPING;
-    send_status(w);
-    w->exit_code = 0;
-    event_base_loopbreak(w->base);
+    if (w->node)
+        node_shutdown(w->node);
+    else
+        event_base_loopbreak(w->base);
 }
 
-/* SIGUSR1: one log line with everything the status frame says, and the frame counters. */
+/* SIGUSR1: one log line with the node's state. */
 static void on_usr1(evutil_socket_t sig, short what, void *arg)
 {
     struct worker *w = arg;
-    struct worker_status s;
     (void)sig;
     (void)what;
-    fill_status(w, &s);
-    log_event(LOG_INFO, "raftd", "status", "phase=%s node=%u role=%s term=%llu leader=%u "
-              "frames_sent=%llu frames_dropped=%llu",
-              status_phase_name(s.phase), s.node_id, status_role_name(s.role),
-              (unsigned long long)s.term, s.leader_id, (unsigned long long)w->sw.sent,
-              (unsigned long long)w->sw.dropped);
+    if (w->node)
+        node_log_status(w->node);
 }
 
 /* SIGUSR2: toggle debug logging, back to the configured level on the next one. */
@@ -126,6 +98,34 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     (void)arg;
     log_event(LOG_INFO, "raftd", "SIGHUP received; configuration reload is not supported, "
               "restart the replica to apply changes", NULL);
+}
+
+/* While recovering, keep the supervisor's stall clock fed from a helper thread's view:
+ * here recovery runs on the loop thread before the loop starts, so frames are sent by
+ * a short timer thread instead. */
+struct keepalive {
+    struct statusw *sw;
+    uint32_t node_id;
+    uint32_t interval_ms;
+    volatile int stop;
+};
+
+static void *keepalive_thread(void *arg)
+{
+    struct keepalive *k = arg;
+    while (!k->stop) {
+        struct timespec ts = {k->interval_ms / 1000, (long)(k->interval_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        if (k->stop)
+            break;
+        struct worker_status s;
+        memset(&s, 0, sizeof(s));
+        s.phase = STATUS_PHASE_STARTING;
+        s.node_id = k->node_id;
+        s.pid = (uint32_t)getpid();
+        statusw_send(k->sw, &s);
+    }
+    return NULL;
 }
 
 static void usage(FILE *out)
@@ -239,10 +239,10 @@ int main(int argc, char **argv)
     w.base = event_base_new();
     if (w.base == NULL) {
         log_event(LOG_ERROR, "raftd", "cannot create the event loop; exiting 71", NULL);
+        cfg_free(&w.cfg);
         return EXIT_OSERR;
     }
-    w.phase = STATUS_PHASE_STARTING;
-    send_status(&w);
+    send_phase(&w, STATUS_PHASE_STARTING);
 
     int rc = statedir_open(&w.sd, w.cfg.controller.state_dir, why, sizeof(why));
     if (rc != 0) {
@@ -253,34 +253,52 @@ int main(int argc, char **argv)
         return rc;
     }
 
-    w.ev_heartbeat = event_new(w.base, -1, EV_PERSIST, on_heartbeat, &w);
+    /*
+     * Recovery (reading the log, restoring the snapshot) runs before the loop; a helper
+     * thread sends STARTING frames meanwhile so that a long replay is not a stall. The
+     * status writer is only touched by that thread until it is joined.
+     */
+    struct keepalive ka = {.sw = &w.sw, .node_id = w.node_id,
+                           .interval_ms = w.cfg.supervisor.heartbeat_ms};
+    pthread_t kat;
+    bool ka_running = pthread_create(&kat, NULL, keepalive_thread, &ka) == 0;
+    rc = node_open(w.base, &w.cfg, w.node_id, &w.sw, &w.node, why, sizeof(why));
+    if (ka_running) {
+        ka.stop = 1;
+        pthread_join(kat, NULL);
+    }
+    if (rc != 0) {
+        log_event(LOG_ERROR, "raftd", "cannot start the replica; exiting", "exit=%d error=\"%s\"",
+                  rc, why);
+        statedir_close(&w.sd);
+        event_base_free(w.base);
+        cfg_free(&w.cfg);
+        return rc;
+    }
+
     w.ev_term = evsignal_new(w.base, SIGTERM, on_stop_signal, &w);
     w.ev_int = evsignal_new(w.base, SIGINT, on_stop_signal, &w);
     w.ev_hup = evsignal_new(w.base, SIGHUP, on_hup, &w);
     w.ev_usr1 = evsignal_new(w.base, SIGUSR1, on_usr1, &w);
     w.ev_usr2 = evsignal_new(w.base, SIGUSR2, on_usr2, &w);
-    if (!w.ev_heartbeat || !w.ev_term || !w.ev_int || !w.ev_hup || !w.ev_usr1 || !w.ev_usr2) {
+    if (!w.ev_term || !w.ev_int || !w.ev_hup || !w.ev_usr1 || !w.ev_usr2) {
         log_event(LOG_ERROR, "raftd", "cannot create events; exiting 71", NULL);
         return EXIT_OSERR;
     }
-    uint32_t hb = w.cfg.supervisor.heartbeat_ms;
-    struct timeval tv = {hb / 1000, (hb % 1000) * 1000};
-    event_add(w.ev_heartbeat, &tv);
     evsignal_add(w.ev_term, NULL);
     evsignal_add(w.ev_int, NULL);
     evsignal_add(w.ev_hup, NULL);
     evsignal_add(w.ev_usr1, NULL);
     evsignal_add(w.ev_usr2, NULL);
 
-    /* 4: nothing to replay yet; running. */
-    w.phase = STATUS_PHASE_RUNNING;
-    send_status(&w);
+    node_enable_status(w.node);
     log_event(LOG_INFO, "raftd", "running", "node_id=%u state_dir=\"%s\" peers=%zu", w.node_id,
               w.cfg.controller.state_dir, w.cfg.controller.npeers);
 
     event_base_dispatch(w.base);
 
-    event_free(w.ev_heartbeat);
+    int code = node_exit_code(w.node);
+    node_free(w.node);
     event_free(w.ev_term);
     event_free(w.ev_int);
     event_free(w.ev_hup);
@@ -289,6 +307,6 @@ int main(int argc, char **argv)
     event_base_free(w.base);
     statedir_close(&w.sd);
     cfg_free(&w.cfg);
-    log_event(w.exit_code ? LOG_ERROR : LOG_INFO, "raftd", "exiting", "exit=%d", w.exit_code);
-    return w.exit_code;
+    log_event(code ? LOG_ERROR : LOG_INFO, "raftd", "exiting", "exit=%d", code);
+    return code;
 }

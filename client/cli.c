@@ -1,0 +1,179 @@
+/*
+ * cli.c - shared plumbing of the spur commands; see cli.h.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const struct cli *c, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: error: ", c->prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_init(struct cli *c, const char *prog)
+{
+    struct cfg_error err;
+    memset(c, 0, sizeof(*c));
+    c->prog = prog;
+    if (cfg_load(NULL, &c->cfg, &err) != 0) {
+        cli_error(c, "invalid configuration: %s", err.msg);
+        return 1;
+    }
+    c->cfg_loaded = true;
+    const char *env = getenv("SPUR_CONTROLLER");
+    if (env != NULL && env[0] != '\0') {
+        c->hosts = spurc_hosts_parse(env, &c->nhosts);
+    } else {
+        c->hosts = calloc(c->cfg.controller.nhosts + 1, sizeof(char *));
+        for (size_t i = 0; c->hosts && i < c->cfg.controller.nhosts; i++)
+            c->hosts[c->nhosts++] = strdup(c->cfg.controller.hosts[i]);
+    }
+    if (c->hosts == NULL || c->nhosts == 0) {
+        cli_error(c, "no controller address: set SPUR_CONTROLLER or controller.hosts");
+        return 1;
+    }
+    uint32_t timeout = 10000;
+    const char *t = getenv("SPUR_TIMEOUT_MS");
+    if (t != NULL && atoi(t) > 0)
+        timeout = (uint32_t)atoi(t);
+    c->timeout_ms = timeout;
+    struct spurc_options o = {
+        .hosts = (const char *const *)c->hosts,
+        .nhosts = c->nhosts,
+        .cluster_name = c->cfg.cluster_name,
+        .timeout_ms = timeout,
+        .max_frame = c->cfg.controller.max_frame_bytes,
+    };
+    c->client = spurc_new(&o);
+    if (c->client == NULL) {
+        cli_error(c, "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+void cli_fini(struct cli *c)
+{
+    spurc_free(c->client);
+    spurc_hosts_free(c->hosts, c->nhosts);
+    if (c->cfg_loaded)
+        cfg_free(&c->cfg);
+}
+
+const char *cli_code_name(int code)
+{
+    switch (code) {
+    case SPUR__API__CODE__CODE_OK:
+        return "ok";
+    case SPUR__API__CODE__CODE_INVALID:
+        return "invalid request";
+    case SPUR__API__CODE__CODE_NOT_FOUND:
+        return "not found";
+    case SPUR__API__CODE__CODE_UNAVAILABLE:
+        return "unavailable";
+    case SPUR__API__CODE__CODE_TIMEOUT:
+        return "timed out";
+    case SPUR__API__CODE__CODE_REFUSED:
+        return "refused";
+    case SPUR__API__CODE__CODE_INTERNAL:
+        return "internal error";
+    case SPUR__API__CODE__CODE_CONFLICT:
+        return "conflict";
+    case SPUR__API__CODE__CODE_TOO_LARGE:
+        return "too large";
+    case SPUR__API__CODE__CODE_BUSY:
+        return "busy";
+    default:
+        return "unknown error";
+    }
+}
+
+void cli_response_error(const struct cli *c, const spurc_response *r, const char *what)
+{
+    const char *msg = r->error && r->error[0] ? r->error : cli_code_name(r->code);
+    if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE && r->leader_hint && r->leader_hint[0])
+        cli_error(c, "%s%s%s (leader: node %u at %s)", what ? what : "", what ? ": " : "", msg,
+                  r->leader_id, r->leader_hint);
+    else
+        cli_error(c, "%s%s%s", what ? what : "", what ? ": " : "", msg);
+}
+
+spurc_response *cli_call_any(struct cli *c, spurc_request *req, bool write)
+{
+    char err[512];
+    spurc_response *r = NULL;
+    if (spurc_call(c->client, req, write, &r, err, sizeof(err)) != 0) {
+        cli_error(c, "%s", err);
+        return NULL;
+    }
+    return r;
+}
+
+spurc_response *cli_call(struct cli *c, spurc_request *req, bool write)
+{
+    spurc_response *r = cli_call_any(c, req, write);
+    if (r != NULL && r->code != SPUR__API__CODE__CODE_OK) {
+        cli_response_error(c, r, NULL);
+        spurc_response_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+spurc_response *cli_read_any(struct cli *c, spurc_request *req)
+{
+    char err[512];
+    spurc_response *r = NULL;
+    /*
+     * Wait for a leader about as long as an election or two takes, not the whole call
+     * timeout: with no quorum there will be none, and a possibly stale answer now is
+     * worth more to the person at the terminal than an error later.
+     */
+    uint32_t wait = c->cfg_loaded ? 3 * c->cfg.raft.election_timeout_ms : 3000;
+    if (wait == 0 || wait > c->timeout_ms)
+        wait = c->timeout_ms;
+    uint32_t saved = spurc_set_timeout(c->client, wait);
+    int rc = spurc_call(c->client, req, false, &r, err, sizeof(err));
+    spurc_set_timeout(c->client, saved);
+    if (rc != 0) {
+        cli_error(c, "%s", err);
+        return NULL;
+    }
+    if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE) {
+        /* No leader: show what this replica has, and say that it may be behind. */
+        spurc_response_free(r);
+        r = NULL;
+        req->local_read = true;
+        if (spurc_call(c->client, req, false, &r, err, sizeof(err)) != 0) {
+            cli_error(c, "%s", err);
+            return NULL;
+        }
+    }
+    if (r->code == SPUR__API__CODE__CODE_OK && r->stale && !c->stale_warned) {
+        c->stale_warned = true;
+        fprintf(stderr,
+                "%s: warning: no Raft leader is known; showing possibly stale state from "
+                "node %u\n",
+                c->prog, r->served_by);
+    }
+    return r;
+}
+
+spurc_response *cli_read(struct cli *c, spurc_request *req)
+{
+    spurc_response *r = cli_read_any(c, req);
+    if (r != NULL && r->code != SPUR__API__CODE__CODE_OK) {
+        cli_response_error(c, r, NULL);
+        spurc_response_free(r);
+        return NULL;
+    }
+    return r;
+}

@@ -1,0 +1,68 @@
+/*
+ * cli.h - what every spur command shares: configuration, the client connection, output
+ * mode, and one way of reporting errors.
+ *
+ * Error lines read "PROG: error: what went wrong" on stderr, one line. Like Slurm's
+ * commands, these exit 1 on any error and 0 on success, except where a man page says
+ * otherwise (scontrol ping).
+ */
+#ifndef SPUR_CLI_H
+#define SPUR_CLI_H
+
+#include "cfg.h"
+#include "json.h"
+#include "spurclient.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cli {
+    const char *prog; /* the command name used in messages */
+    struct cfg cfg;
+    bool cfg_loaded;
+    struct spurc *client;
+    char **hosts;
+    size_t nhosts;
+    bool json;
+    bool quiet;
+    uint32_t timeout_ms; /* per call (SPUR_TIMEOUT_MS, default 10000) */
+    bool stale_warned;   /* the possibly-stale warning is printed once per command */
+};
+
+/* Load the configuration and connect lazily. Returns 0 or prints an error and returns 1. */
+int cli_init(struct cli *c, const char *prog);
+void cli_fini(struct cli *c);
+/* Print "PROG: error: ..." to stderr. */
+void cli_error(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * Send req; on a transport failure or an error code print one line and return NULL.
+ * A successful response is returned for the caller to free with spurc_response_free().
+ */
+spurc_response *cli_call(struct cli *c, spurc_request *req, bool write);
+/*
+ * A read that prefers a linearizable answer and falls back to a local, possibly stale one
+ * when no leader is known, saying so on stderr.
+ */
+spurc_response *cli_read(struct cli *c, spurc_request *req);
+/*
+ * Like cli_call() and cli_read(), but an answer with an error code is returned too, for
+ * commands that word some errors the way Slurm does ("Invalid job id specified"). Only
+ * a failure to get any answer prints a line and returns NULL.
+ *
+ * A read waits for a leader at most about three election timeouts (bounded by the call
+ * timeout) before it falls back to the local, possibly stale, answer.
+ */
+spurc_response *cli_call_any(struct cli *c, spurc_request *req, bool write);
+spurc_response *cli_read_any(struct cli *c, spurc_request *req);
+/* Print r's error as one line, "PROG: error: [WHAT: ]error". */
+void cli_response_error(const struct cli *c, const spurc_response *r, const char *what);
+const char *cli_code_name(int code);
+
+int cmd_scontrol(struct cli *c, int argc, char **argv);
+int cmd_sbatch(struct cli *c, int argc, char **argv);
+int cmd_squeue(struct cli *c, int argc, char **argv);
+int cmd_scancel(struct cli *c, int argc, char **argv);
+int cmd_sinfo(struct cli *c, int argc, char **argv);
+int cmd_sacct(struct cli *c, int argc, char **argv);
+
+#endif

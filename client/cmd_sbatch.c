@@ -1,0 +1,229 @@
+/*
+ * cmd_sbatch.c - sbatch: submit a batch script.
+ *
+ * The I/O around sbatch_parse.c: read the script (a file, or standard input when no file
+ * is named and it is not a terminal), never more than controller.max_script_bytes + 1
+ * bytes of it, gather the working directory, the environment and who is submitting, and
+ * send one exactly-once submit request. Every decision about options, directives and
+ * defaults is sbatch_parse.c's. Prints "Submitted batch job N" (just N with --parsable,
+ * nothing with -Q); exit status 0 on success, 1 on any error.
+ */
+#include "cli.h"
+#include "sbatch_parse.h"
+
+#include "spur_build.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void usage(FILE *out)
+{
+    fputs("Usage: sbatch [OPTIONS] [SCRIPT]\n"
+          "  -J, --job-name=NAME      -p, --partition=NAME     -N, --nodes=N\n"
+          "  -n, --ntasks=N           -c, --cpus-per-task=N    --mem=SIZE[K|M|G|T]\n"
+          "  -t, --time=LIMIT         (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED)\n"
+          "  -o, --output=PATTERN     -e, --error=PATTERN      (default slurm-%j.out)\n"
+          "  -D, --chdir=DIR          -H, --hold               --export=ALL|NONE|NAME[=VAL],...\n"
+          "  --wrap=COMMAND           --parsable               -Q, --quiet\n"
+          "  -V, --version            -h, --help               --usage\n"
+          "Options may also be given in the script on \"#SBATCH\" lines before its first "
+          "command;\nthose on the command line win.\n",
+          out);
+}
+
+/*
+ * Read at most cap + 1 bytes from fd (so "over the limit" can be told). Returns 0 with a
+ * NUL-terminated *buf, or -1 with errno.
+ */
+static int read_capped(int fd, size_t cap, char **buf, size_t *len)
+{
+    size_t size = 0, alloc = 65536;
+    char *b = malloc(alloc + 1);
+    if (b == NULL)
+        return -1;
+    while (size <= cap) {
+        if (size == alloc) {
+            size_t na = alloc * 2;
+            char *nb = realloc(b, na + 1);
+            if (nb == NULL) {
+                free(b);
+                return -1;
+            }
+            b = nb;
+            alloc = na;
+        }
+        size_t want = alloc - size;
+        if (want > cap + 1 - size)
+            want = cap + 1 - size;
+        ssize_t r = read(fd, b + size, want);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(b);
+            errno = e;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        size += (size_t)r;
+    }
+    b[size] = '\0';
+    *buf = b;
+    *len = size;
+    return 0;
+}
+
+/* Read the script named by path (NULL: stdin). Prints the error line and returns -1. */
+static int read_script(struct cli *c, const char *path, uint32_t limit, char **buf, size_t *len)
+{
+    char err[300];
+    size_t cap = limit ? limit : (size_t)64 << 20;
+    int fd = 0;
+    if (path != NULL) {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            cli_error(c, "Unable to open file %s: %s", path, strerror(errno));
+            return -1;
+        }
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+            cli_error(c, "Unable to open file %s: %s", path, strerror(EISDIR));
+            close(fd);
+            return -1;
+        }
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            sbp_check_size((size_t)st.st_size, true, limit, err, sizeof(err)) != 0) {
+            cli_error(c, "%s: %s", path, err);
+            close(fd);
+            return -1;
+        }
+    } else if (isatty(0)) {
+        cli_error(c, "no batch script: name a script file, use --wrap, or pipe a script to "
+                     "standard input");
+        return -1;
+    }
+    int rc = read_capped(fd, cap, buf, len);
+    int e = errno;
+    if (path != NULL)
+        close(fd);
+    if (rc != 0) {
+        cli_error(c, "Unable to read %s: %s", path ? path : "standard input", strerror(e));
+        return -1;
+    }
+    if (*len > cap) {
+        /* Grew while read, or a pipe: only "more than the limit" is known. */
+        sbp_check_size(*len, false, limit, err, sizeof(err));
+        cli_error(c, "%s%s%s", path ? path : "", path ? ": " : "", err);
+        free(*buf);
+        *buf = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_sbatch(struct cli *c, int argc, char **argv)
+{
+    struct sbp_opts opts = {0};
+    struct sbp_job job = {0};
+    char err[600];
+    char *script = NULL;
+    size_t len = 0;
+    int si, rc = 1;
+
+    if (sbp_parse_args(&opts, argc, argv, &si, err, sizeof(err)) != 0) {
+        cli_error(c, "%s", err);
+        goto out;
+    }
+    if (opts.set & SBP_HELP) {
+        usage(stdout);
+        rc = 0;
+        goto out;
+    }
+    if (opts.set & SBP_USAGE) {
+        fputs("Usage: sbatch [-J NAME] [-p PARTITION] [-N N] [-n N] [-c N] [--mem SIZE] "
+              "[-t TIME]\n              [-o OUT] [-e ERR] [-D DIR] [-H] [--export LIST] "
+              "[--parsable] [-Q]\n              [--wrap CMD | SCRIPT]\n",
+              stdout);
+        rc = 0;
+        goto out;
+    }
+    if (opts.set & SBP_VERSION) {
+        printf("spur %s\n", SPUR_VERSION);
+        rc = 0;
+        goto out;
+    }
+    const char *path = si < argc ? argv[si] : NULL;
+    if (si + 1 < argc) {
+        /* The API has no field for them; refusing beats silently dropping them. */
+        cli_error(c, "arguments to the batch script are not supported (\"%s\" after %s)",
+                  argv[si + 1], path);
+        goto out;
+    }
+    uint32_t limit = c->cfg.controller.max_script_bytes;
+    if (!(opts.set & SBP_WRAP) && read_script(c, path, limit, &script, &len) != 0)
+        goto out;
+
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) == NULL) {
+        cli_error(c, "cannot tell the current directory: %s", strerror(errno));
+        goto out;
+    }
+    struct passwd *pw = getpwuid(getuid());
+    char uidbuf[16];
+    snprintf(uidbuf, sizeof(uidbuf), "%u", (unsigned)getuid());
+    struct sbp_context ctx = {
+        .cwd = cwd,
+        .script_path = path,
+        .environ = environ,
+        .max_script_bytes = limit,
+        .user = pw ? pw->pw_name : uidbuf,
+        .uid = (uint32_t)getuid(),
+        .gid = (uint32_t)getgid(),
+    };
+    if (sbp_build(&opts, script, len, &ctx, &job, err, sizeof(err)) != 0) {
+        cli_error(c, "%s", err);
+        goto out;
+    }
+
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    Spur__Api__SubmitJobRequest sj = SPUR__API__SUBMIT_JOB_REQUEST__INIT;
+    Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+    sbp_job_to_spec(&job, &spec);
+    sj.spec = &spec;
+    req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
+    req.submit_job = &sj;
+    req.user = job.user;
+    spurc_response *r = cli_call_any(c, &req, true);
+    if (r == NULL)
+        goto out;
+    if (r->code != SPUR__API__CODE__CODE_OK || r->submit_job == NULL) {
+        if (r->code == SPUR__API__CODE__CODE_OK)
+            cli_error(c, "Batch job submission failed: the answer carries no job id");
+        else
+            cli_response_error(c, r, "Batch job submission failed");
+        spurc_response_free(r);
+        goto out;
+    }
+    unsigned long long id = (unsigned long long)r->submit_job->job_id;
+    spurc_response_free(r);
+    if (job.parsable)
+        printf("%llu\n", id);
+    else if (!job.quiet)
+        printf("Submitted batch job %llu\n", id);
+    rc = 0;
+out:
+    free(script);
+    sbp_job_free(&job);
+    sbp_opts_free(&opts);
+    return rc;
+}

@@ -1,0 +1,989 @@
+/*
+ * sbatch_parse.c - sbatch's option, directive, script and environment rules; contract in
+ * sbatch_parse.h.
+ *
+ * The command line and each #SBATCH line go through the same option parser, so an option
+ * means the same thing in both places. Each place fills its own struct sbp_opts with a
+ * bit per field given; sbp_merge() then lays the command line over the script, which is
+ * how "the command line wins" holds whatever order things were written in.
+ */
+#include "sbatch_parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SBP_MAGIC     "#SBATCH"
+#define SBP_MAGIC_LEN 7
+#define SBP_MAX_WORDS 256
+
+enum opt_id {
+    O_NAME,
+    O_PARTITION,
+    O_NODES,
+    O_NTASKS,
+    O_CPUS_PER_TASK,
+    O_MEM,
+    O_TIME,
+    O_OUTPUT,
+    O_ERROR,
+    O_CHDIR,
+    O_HOLD,
+    O_WRAP,
+    O_EXPORT,
+    O_PARSABLE,
+    O_QUIET,
+    O_HELP,
+    O_USAGE,
+    O_VERSION,
+};
+
+struct opt {
+    const char *name; /* long name without "--" */
+    char letter;      /* short letter, 0 for none */
+    bool has_arg;
+    bool cli_only; /* refused in a batch script */
+    enum opt_id id;
+};
+
+static const struct opt opts[] = {
+    {"job-name", 'J', true, false, O_NAME},
+    {"partition", 'p', true, false, O_PARTITION},
+    {"nodes", 'N', true, false, O_NODES},
+    {"ntasks", 'n', true, false, O_NTASKS},
+    {"cpus-per-task", 'c', true, false, O_CPUS_PER_TASK},
+    {"mem", 0, true, false, O_MEM},
+    {"time", 't', true, false, O_TIME},
+    {"output", 'o', true, false, O_OUTPUT},
+    {"error", 'e', true, false, O_ERROR},
+    {"chdir", 'D', true, false, O_CHDIR},
+    {"workdir", 0, true, false, O_CHDIR}, /* the name older Slurm releases used */
+    {"hold", 'H', false, false, O_HOLD},
+    {"wrap", 0, true, true, O_WRAP},
+    {"export", 0, true, false, O_EXPORT},
+    {"parsable", 0, false, false, O_PARSABLE},
+    {"quiet", 'Q', false, false, O_QUIET},
+    {"help", 'h', false, true, O_HELP},
+    {"usage", 0, false, true, O_USAGE},
+    {"version", 'V', false, true, O_VERSION},
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void sbp_opts_free(struct sbp_opts *o)
+{
+    free(o->name);
+    free(o->partition);
+    free(o->output);
+    free(o->error);
+    free(o->chdir);
+    free(o->wrap);
+    free(o->export_spec);
+    memset(o, 0, sizeof(*o));
+}
+
+static void free_vec(char **v, size_t n)
+{
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void sbp_job_free(struct sbp_job *j)
+{
+    free(j->name);
+    free(j->partition);
+    free(j->stdout_path);
+    free(j->stderr_path);
+    free(j->workdir);
+    free(j->script);
+    free(j->user);
+    free_vec(j->env, j->nenv);
+    memset(j, 0, sizeof(*j));
+}
+
+/* ---- values ------------------------------------------------------------------------ */
+
+/* Decimal digits only, no sign, no blanks; fits in max. */
+static int parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Parse "a[:b[:c]]" (1 to 3 fields of digits) into f[], returning the count or -1. */
+static int split_colon_fields(const char *s, uint64_t f[3])
+{
+    int k = 0;
+    const char *p = s;
+    for (;;) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        char buf[24];
+        if (k == 3 || len == 0 || len >= sizeof(buf))
+            return -1;
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (parse_uint(buf, UINT32_MAX, &f[k]) != 0)
+            return -1;
+        k++;
+        if (colon == NULL)
+            return k;
+        p = colon + 1;
+    }
+}
+
+int sbp_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen)
+{
+    if (s == NULL || *s == '\0')
+        return fail(err, errlen, "invalid time limit specification: empty");
+    if (strcasecmp(s, "UNLIMITED") == 0 || strcasecmp(s, "INFINITE") == 0) {
+        *minutes = 0;
+        return 0;
+    }
+    uint64_t days = 0, h = 0, m = 0, sec = 0, f[3];
+    const char *rest = s;
+    const char *dash = strchr(s, '-');
+    if (dash != NULL) {
+        char dbuf[16];
+        size_t dl = (size_t)(dash - s);
+        if (dl == 0 || dl >= sizeof(dbuf))
+            goto bad;
+        memcpy(dbuf, s, dl);
+        dbuf[dl] = '\0';
+        if (parse_uint(dbuf, 100000, &days) != 0)
+            goto bad;
+        rest = dash + 1;
+    }
+    int k = split_colon_fields(rest, f);
+    if (k < 0)
+        goto bad;
+    if (dash != NULL) {
+        /* D-HH, D-HH:MM, D-HH:MM:SS */
+        h = f[0];
+        m = k >= 2 ? f[1] : 0;
+        sec = k == 3 ? f[2] : 0;
+        if ((k >= 2 && m >= 60) || (k == 3 && sec >= 60))
+            goto bad;
+    } else if (k == 1) {
+        m = f[0]; /* minutes */
+    } else if (k == 2) {
+        m = f[0]; /* MM:SS */
+        sec = f[1];
+        if (sec >= 60)
+            goto bad;
+    } else {
+        h = f[0]; /* HH:MM:SS */
+        m = f[1];
+        sec = f[2];
+        if (m >= 60 || sec >= 60)
+            goto bad;
+    }
+    uint64_t total = days * 1440 + h * 60 + m + (sec + 59) / 60;
+    if (total > UINT32_MAX - 1)
+        return fail(err, errlen, "invalid time limit specification: %s is too long", s);
+    *minutes = (uint32_t)total;
+    return 0;
+bad:
+    return fail(err, errlen,
+                "invalid time limit specification: %s (use minutes, MM:SS, HH:MM:SS, D-HH, "
+                "D-HH:MM, D-HH:MM:SS or UNLIMITED)",
+                s);
+}
+
+int sbp_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen)
+{
+    char digits[24];
+    size_t n = 0;
+    if (s == NULL)
+        s = "";
+    while (s[n] >= '0' && s[n] <= '9')
+        n++;
+    uint64_t v;
+    if (n == 0 || n >= sizeof(digits))
+        goto bad;
+    memcpy(digits, s, n);
+    digits[n] = '\0';
+    if (parse_uint(digits, UINT64_MAX, &v) != 0)
+        goto bad;
+    const char *suffix = s + n;
+    uint64_t out;
+    if (suffix[0] == '\0') {
+        out = v;
+    } else if (suffix[1] != '\0') {
+        goto bad;
+    } else {
+        switch (toupper((unsigned char)suffix[0])) {
+        case 'K':
+            out = v / 1024 + (v % 1024 != 0);
+            break;
+        case 'M':
+            out = v;
+            break;
+        case 'G':
+            if (v > UINT64_MAX / 1024)
+                goto big;
+            out = v * 1024;
+            break;
+        case 'T':
+            if (v > UINT64_MAX / (1024 * 1024))
+                goto big;
+            out = v * 1024 * 1024;
+            break;
+        default:
+            goto bad;
+        }
+    }
+    *mb = out;
+    return 0;
+big:
+    return fail(err, errlen, "invalid --mem specification: %s is too large", s);
+bad:
+    return fail(err, errlen,
+                "invalid --mem specification: %s (a number of MB, or with a K, M, G or T suffix)",
+                s);
+}
+
+static int set_str(char **field, const char *value, const char *what, char *err, size_t errlen)
+{
+    if (value[0] == '\0')
+        return fail(err, errlen, "option --%s needs a non-empty value", what);
+    char *copy = strdup(value);
+    if (copy == NULL)
+        return fail(err, errlen, "out of memory");
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+static int set_count(uint32_t *field, const char *value, const char *what, char *err, size_t errlen)
+{
+    uint64_t v;
+    if (parse_uint(value, UINT32_MAX, &v) != 0 || v == 0)
+        return fail(err, errlen, "invalid --%s value '%s': a whole number of at least 1 expected",
+                    what, value);
+    *field = (uint32_t)v;
+    return 0;
+}
+
+/* Apply one option with its value (NULL for a flag). */
+static int apply(struct sbp_opts *o, const struct opt *op, const char *value, char *err,
+                 size_t errlen)
+{
+    int rc = 0;
+    switch (op->id) {
+    case O_NAME:
+        rc = set_str(&o->name, value, op->name, err, errlen);
+        o->set |= SBP_NAME;
+        break;
+    case O_PARTITION:
+        rc = set_str(&o->partition, value, op->name, err, errlen);
+        o->set |= SBP_PARTITION;
+        break;
+    case O_NODES:
+        rc = set_count(&o->nodes, value, op->name, err, errlen);
+        o->set |= SBP_NODES;
+        break;
+    case O_NTASKS:
+        rc = set_count(&o->ntasks, value, op->name, err, errlen);
+        o->set |= SBP_NTASKS;
+        break;
+    case O_CPUS_PER_TASK:
+        rc = set_count(&o->cpus_per_task, value, op->name, err, errlen);
+        o->set |= SBP_CPUS_PER_TASK;
+        break;
+    case O_MEM:
+        rc = sbp_parse_mem(value, &o->mem_mb, err, errlen);
+        o->set |= SBP_MEM;
+        break;
+    case O_TIME:
+        rc = sbp_parse_time(value, &o->time_min, err, errlen);
+        o->set |= SBP_TIME;
+        break;
+    case O_OUTPUT:
+        rc = set_str(&o->output, value, op->name, err, errlen);
+        o->set |= SBP_OUTPUT;
+        break;
+    case O_ERROR:
+        rc = set_str(&o->error, value, op->name, err, errlen);
+        o->set |= SBP_ERROR;
+        break;
+    case O_CHDIR:
+        rc = set_str(&o->chdir, value, "chdir", err, errlen);
+        o->set |= SBP_CHDIR;
+        break;
+    case O_HOLD:
+        o->hold = true;
+        o->set |= SBP_HOLD;
+        break;
+    case O_WRAP:
+        rc = set_str(&o->wrap, value, op->name, err, errlen);
+        o->set |= SBP_WRAP;
+        break;
+    case O_EXPORT:
+        rc = set_str(&o->export_spec, value, op->name, err, errlen);
+        o->set |= SBP_EXPORT;
+        break;
+    case O_PARSABLE:
+        o->parsable = true;
+        o->set |= SBP_PARSABLE;
+        break;
+    case O_QUIET:
+        o->quiet = true;
+        o->set |= SBP_QUIET;
+        break;
+    case O_HELP:
+        o->set |= SBP_HELP;
+        break;
+    case O_USAGE:
+        o->set |= SBP_USAGE;
+        break;
+    case O_VERSION:
+        o->set |= SBP_VERSION;
+        break;
+    }
+    return rc;
+}
+
+/* The option named by a long word (without "--" and "=value"): exact, else a unique prefix. */
+static const struct opt *find_long(const char *name, size_t len, bool *ambiguous)
+{
+    const struct opt *found = NULL;
+    int matches = 0;
+    *ambiguous = false;
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (strncmp(opts[i].name, name, len) != 0)
+            continue;
+        if (opts[i].name[len] == '\0')
+            return &opts[i];
+        /* Two spellings of one option (chdir, workdir) are not an ambiguity. */
+        if (found == NULL || found->id != opts[i].id)
+            matches++;
+        found = &opts[i];
+    }
+    if (matches > 1) {
+        *ambiguous = true;
+        return NULL;
+    }
+    return found;
+}
+
+static const struct opt *find_short(char c)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opts[i].letter == c)
+            return &opts[i];
+    return NULL;
+}
+
+/*
+ * The parser both places share. in_script: every word must be an option, and
+ * command-line-only options are refused. Otherwise parsing stops at the first non-option
+ * word, whose index goes to *stop.
+ */
+static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int start, bool in_script,
+                       int *stop, char *err, size_t errlen)
+{
+    int i = start;
+    for (; i < argc; i++) {
+        const char *w = argv[i];
+        if (strcmp(w, "--") == 0) {
+            if (in_script)
+                return fail(err, errlen, "unexpected '--'");
+            i++;
+            break;
+        }
+        if (w[0] != '-' || w[1] == '\0') {
+            if (in_script)
+                return fail(err, errlen, "unexpected word '%s' (not an option)", w);
+            break;
+        }
+        if (w[1] == '-') {
+            const char *name = w + 2;
+            const char *eq = strchr(name, '=');
+            size_t len = eq ? (size_t)(eq - name) : strlen(name);
+            bool ambiguous;
+            const struct opt *op = find_long(name, len, &ambiguous);
+            if (op == NULL)
+                return fail(err, errlen, "%s option '--%.*s'",
+                            ambiguous ? "ambiguous" : "unrecognized", (int)len, name);
+            if (in_script && op->cli_only)
+                return fail(err, errlen, "option '--%s' is not valid in a batch script", op->name);
+            const char *value = NULL;
+            if (op->has_arg) {
+                if (eq != NULL) {
+                    value = eq + 1;
+                } else if (i + 1 < argc) {
+                    value = argv[++i];
+                } else {
+                    return fail(err, errlen, "option '--%s' requires an argument", op->name);
+                }
+            } else if (eq != NULL) {
+                return fail(err, errlen, "option '--%s' doesn't allow an argument", op->name);
+            }
+            if (apply(o, op, value, err, errlen) != 0)
+                return -1;
+            continue;
+        }
+        /* One or more short options: "-H", "-HQ", "-Jname", "-J name". */
+        for (const char *p = w + 1; *p; p++) {
+            const struct opt *op = find_short(*p);
+            if (op == NULL)
+                return fail(err, errlen, "invalid option -- '%c'", *p);
+            if (in_script && op->cli_only)
+                return fail(err, errlen, "option '-%c' is not valid in a batch script", *p);
+            if (!op->has_arg) {
+                if (apply(o, op, NULL, err, errlen) != 0)
+                    return -1;
+                continue;
+            }
+            const char *value;
+            if (p[1] != '\0') {
+                value = p + 1;
+            } else if (i + 1 < argc) {
+                value = argv[++i];
+            } else {
+                return fail(err, errlen, "option requires an argument -- '%c'", *p);
+            }
+            if (apply(o, op, value, err, errlen) != 0)
+                return -1;
+            break;
+        }
+    }
+    if (stop != NULL)
+        *stop = i;
+    return 0;
+}
+
+int sbp_parse_args(struct sbp_opts *o, int argc, char *const *argv, int *script_index, char *err,
+                   size_t errlen)
+{
+    int stop = argc;
+    if (parse_words(o, argc, argv, 1, false, &stop, err, errlen) != 0)
+        return -1;
+    if ((o->set & SBP_WRAP) && stop < argc)
+        return fail(err, errlen, "script argument not permitted with --wrap option");
+    *script_index = stop;
+    return 0;
+}
+
+/* ---- #SBATCH lines ------------------------------------------------------------------ */
+
+/*
+ * Split a directive's text into words the way sh would (quotes and backslashes, no
+ * expansion); an unquoted word that starts with '#' ends the line. Words are written into
+ * buf (NUL-separated, at least len + 1 bytes).
+ */
+static int split_words(const char *s, size_t len, char *buf, char **words, int *nwords, char *err,
+                       size_t errlen)
+{
+    size_t i = 0, out = 0;
+    int n = 0;
+    for (;;) {
+        while (i < len && (s[i] == ' ' || s[i] == '\t'))
+            i++;
+        if (i >= len || s[i] == '#')
+            break;
+        if (n == SBP_MAX_WORDS)
+            return fail(err, errlen, "too many words");
+        words[n++] = buf + out;
+        while (i < len && s[i] != ' ' && s[i] != '\t') {
+            char c = s[i];
+            if (c == '\'') {
+                size_t end = i + 1;
+                while (end < len && s[end] != '\'')
+                    end++;
+                if (end >= len)
+                    return fail(err, errlen, "unterminated quote");
+                memcpy(buf + out, s + i + 1, end - i - 1);
+                out += end - i - 1;
+                i = end + 1;
+            } else if (c == '"') {
+                i++;
+                while (i < len && s[i] != '"') {
+                    if (s[i] == '\\' && i + 1 < len && strchr("\"\\$`", s[i + 1]) != NULL)
+                        i++;
+                    buf[out++] = s[i++];
+                }
+                if (i >= len)
+                    return fail(err, errlen, "unterminated quote");
+                i++;
+            } else if (c == '\\' && i + 1 < len) {
+                buf[out++] = s[i + 1];
+                i += 2;
+            } else {
+                buf[out++] = c;
+                i++;
+            }
+        }
+        buf[out++] = '\0';
+    }
+    *nwords = n;
+    return 0;
+}
+
+int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, char *err,
+                         size_t errlen)
+{
+    size_t pos = 0;
+    unsigned lineno = 0;
+    while (pos < len) {
+        const char *line = script + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - line) : len - pos;
+        pos += ll + 1;
+        lineno++;
+
+        size_t k = 0;
+        while (k < ll && isspace((unsigned char)line[k]))
+            k++;
+        if (k == ll)
+            continue; /* blank */
+        if (line[k] != '#')
+            break; /* the first command: no directive after it counts */
+        if (k != 0 || ll < SBP_MAGIC_LEN || memcmp(line, SBP_MAGIC, SBP_MAGIC_LEN) != 0)
+            continue; /* an ordinary comment */
+        if (ll > SBP_MAGIC_LEN && line[SBP_MAGIC_LEN] != ' ' && line[SBP_MAGIC_LEN] != '\t')
+            continue; /* "#SBATCHX": a comment too */
+
+        const char *text = line + SBP_MAGIC_LEN;
+        size_t tl = ll - SBP_MAGIC_LEN;
+        char *buf = malloc(tl + SBP_MAX_WORDS + 1);
+        char *words[SBP_MAX_WORDS + 1];
+        int nw = 0;
+        char why[400];
+        if (buf == NULL)
+            return fail(err, errlen, "out of memory");
+        /* argv-style: words[0] is unused by parse_words (it starts at index 1). */
+        words[0] = NULL;
+        int rc = split_words(text, tl, buf, words + 1, &nw, why, sizeof(why));
+        if (rc == 0)
+            rc = parse_words(o, nw + 1, words, 1, true, NULL, why, sizeof(why));
+        free(buf);
+        if (rc != 0)
+            return fail(err, errlen, "batch script line %u: %s", lineno, why);
+    }
+    return 0;
+}
+
+/* ---- merging, environment, script ------------------------------------------------- */
+
+static int merge_str(char **dst, const char *src)
+{
+    char *copy = strdup(src);
+    if (copy == NULL)
+        return -1;
+    free(*dst);
+    *dst = copy;
+    return 0;
+}
+
+int sbp_merge(struct sbp_opts *dst, const struct sbp_opts *src)
+{
+    unsigned s = src->set;
+    if ((s & SBP_NAME) && merge_str(&dst->name, src->name) != 0)
+        return -1;
+    if ((s & SBP_PARTITION) && merge_str(&dst->partition, src->partition) != 0)
+        return -1;
+    if ((s & SBP_OUTPUT) && merge_str(&dst->output, src->output) != 0)
+        return -1;
+    if ((s & SBP_ERROR) && merge_str(&dst->error, src->error) != 0)
+        return -1;
+    if ((s & SBP_CHDIR) && merge_str(&dst->chdir, src->chdir) != 0)
+        return -1;
+    if ((s & SBP_WRAP) && merge_str(&dst->wrap, src->wrap) != 0)
+        return -1;
+    if ((s & SBP_EXPORT) && merge_str(&dst->export_spec, src->export_spec) != 0)
+        return -1;
+    if (s & SBP_NODES)
+        dst->nodes = src->nodes;
+    if (s & SBP_NTASKS)
+        dst->ntasks = src->ntasks;
+    if (s & SBP_CPUS_PER_TASK)
+        dst->cpus_per_task = src->cpus_per_task;
+    if (s & SBP_MEM)
+        dst->mem_mb = src->mem_mb;
+    if (s & SBP_TIME)
+        dst->time_min = src->time_min;
+    if (s & SBP_HOLD)
+        dst->hold = src->hold;
+    if (s & SBP_PARSABLE)
+        dst->parsable = src->parsable;
+    if (s & SBP_QUIET)
+        dst->quiet = src->quiet;
+    dst->set |= s;
+    return 0;
+}
+
+static bool valid_env_name(const char *s, size_t n)
+{
+    if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
+            return false;
+    return true;
+}
+
+/* A growing vector of "NAME=value" strings where a later NAME replaces an earlier one. */
+struct envvec {
+    char **v;
+    size_t n, cap;
+};
+
+static int env_put(struct envvec *e, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    char *s = malloc(nlen + vlen + 2);
+    if (s == NULL)
+        return -1;
+    memcpy(s, name, nlen);
+    s[nlen] = '=';
+    memcpy(s + nlen + 1, value, vlen);
+    s[nlen + vlen + 1] = '\0';
+    for (size_t i = 0; i < e->n; i++) {
+        if (strncmp(e->v[i], name, nlen) == 0 && e->v[i][nlen] == '=') {
+            free(e->v[i]);
+            e->v[i] = s;
+            return 0;
+        }
+    }
+    if (e->n + 1 >= e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 16;
+        char **nv = realloc(e->v, cap * sizeof(char *));
+        if (nv == NULL) {
+            free(s);
+            return -1;
+        }
+        e->v = nv;
+        e->cap = cap;
+    }
+    e->v[e->n++] = s;
+    e->v[e->n] = NULL;
+    return 0;
+}
+
+static const char *env_lookup(char *const *environ, const char *name, size_t nlen)
+{
+    for (size_t i = 0; environ && environ[i]; i++)
+        if (strncmp(environ[i], name, nlen) == 0 && environ[i][nlen] == '=')
+            return environ[i] + nlen + 1;
+    return NULL;
+}
+
+static int env_add_all(struct envvec *e, char *const *environ)
+{
+    for (size_t i = 0; environ && environ[i]; i++) {
+        const char *eq = strchr(environ[i], '=');
+        if (eq == NULL || eq == environ[i])
+            continue;
+        if (env_put(e, environ[i], (size_t)(eq - environ[i]), eq + 1, strlen(eq + 1)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *n, char *err,
+                   size_t errlen)
+{
+    struct envvec e = {0};
+    char *copy = NULL;
+    int rc = -1;
+
+    *out = NULL;
+    *n = 0;
+    if (spec == NULL || strcasecmp(spec, "ALL") == 0) {
+        if (env_add_all(&e, environ) != 0)
+            goto oom;
+        goto done;
+    }
+    if (strcasecmp(spec, "NONE") == 0)
+        goto done;
+
+    /* Split on commas outside quotes; a list that names ALL starts from everything. */
+    copy = strdup(spec);
+    if (copy == NULL)
+        goto oom;
+    char *tokens[1024];
+    size_t nt = 0;
+    char quote = 0;
+    char *start = copy;
+    for (char *p = copy;; p++) {
+        if (*p == '\0' || (*p == ',' && quote == 0)) {
+            if (nt == sizeof(tokens) / sizeof(tokens[0])) {
+                fail(err, errlen, "invalid --export value: too many names");
+                goto out;
+            }
+            bool end = *p == '\0';
+            *p = '\0';
+            tokens[nt++] = start;
+            start = p + 1;
+            if (end)
+                break;
+        } else if (*p == quote) {
+            quote = 0;
+        } else if (quote == 0 && (*p == '\'' || *p == '"')) {
+            quote = *p;
+        }
+    }
+    if (quote != 0) {
+        fail(err, errlen, "invalid --export value: unterminated quote in '%s'", spec);
+        goto out;
+    }
+    for (size_t i = 0; i < nt; i++)
+        if (strcasecmp(tokens[i], "ALL") == 0 && env_add_all(&e, environ) != 0)
+            goto oom;
+    for (size_t i = 0; i < nt; i++) {
+        const char *t = tokens[i];
+        if (strcasecmp(t, "ALL") == 0 || strcasecmp(t, "NONE") == 0)
+            continue;
+        if (t[0] == '\0') {
+            fail(err, errlen, "invalid --export value: empty name in '%s'", spec);
+            goto out;
+        }
+        const char *eq = strchr(t, '=');
+        size_t nlen = eq ? (size_t)(eq - t) : strlen(t);
+        if (!valid_env_name(t, nlen)) {
+            fail(err, errlen, "invalid --export value: '%.*s' is not a variable name", (int)nlen,
+                 t);
+            goto out;
+        }
+        if (eq == NULL) {
+            const char *v = env_lookup(environ, t, nlen);
+            if (v != NULL && env_put(&e, t, nlen, v, strlen(v)) != 0)
+                goto oom;
+            continue;
+        }
+        const char *v = eq + 1;
+        size_t vlen = strlen(v);
+        if (vlen >= 2 && (v[0] == '\'' || v[0] == '"') && v[vlen - 1] == v[0]) {
+            v++;
+            vlen -= 2;
+        }
+        if (env_put(&e, t, nlen, v, vlen) != 0)
+            goto oom;
+    }
+done:
+    if (e.v == NULL) {
+        e.v = calloc(1, sizeof(char *));
+        if (e.v == NULL)
+            goto oom;
+    }
+    *out = e.v;
+    *n = e.n;
+    e.v = NULL;
+    rc = 0;
+    goto out;
+oom:
+    fail(err, errlen, "out of memory");
+out:
+    free(copy);
+    free_vec(e.v, e.n);
+    return rc;
+}
+
+char *sbp_wrap_script(const char *cmd)
+{
+    static const char head[] = "#!/bin/sh\n";
+    size_t n = strlen(cmd);
+    char *s = malloc(sizeof(head) + n + 1);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, head, sizeof(head) - 1);
+    memcpy(s + sizeof(head) - 1, cmd, n);
+    s[sizeof(head) - 1 + n] = '\n';
+    s[sizeof(head) + n] = '\0';
+    return s;
+}
+
+int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen)
+{
+    if (limit == 0 || len <= limit)
+        return 0;
+    if (exact)
+        return fail(err, errlen,
+                    "batch script is %zu bytes, over the limit of %u bytes "
+                    "(controller.max_script_bytes)",
+                    len, limit);
+    return fail(err, errlen,
+                "batch script is larger than the limit of %u bytes (controller.max_script_bytes)",
+                limit);
+}
+
+int sbp_check_script(const char *script, size_t len, char *err, size_t errlen)
+{
+    if (len == 0)
+        return fail(err, errlen, "Batch script is empty!");
+    const char *nul = memchr(script, '\0', len);
+    if (nul != NULL)
+        return fail(err, errlen, "Batch script contains a NUL character at byte %zu",
+                    (size_t)(nul - script));
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)script[i]))
+        i++;
+    if (i == len)
+        return fail(err, errlen, "Batch script contains only whitespace!");
+    if (len < 2 || script[0] != '#' || script[1] != '!')
+        return fail(err, errlen,
+                    "This does not look like a batch script. The first line must start with #! "
+                    "followed by the path to an interpreter. For instance: #!/bin/sh");
+    for (size_t k = 0; k + 1 < len; k++)
+        if (script[k] == '\r' && script[k + 1] == '\n')
+            return fail(err, errlen,
+                        "Batch script contains DOS line breaks (\\r\\n) instead of expected "
+                        "UNIX line breaks (\\n)");
+    return 0;
+}
+
+static char *path_join(const char *dir, const char *rel)
+{
+    size_t dl = strlen(dir), rl = strlen(rel);
+    bool slash = dl > 0 && dir[dl - 1] == '/';
+    char *s = malloc(dl + rl + 2);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, dir, dl);
+    if (!slash)
+        s[dl++] = '/';
+    memcpy(s + dl, rel, rl + 1);
+    return s;
+}
+
+static char *base_name(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    return strndup(path + b, n - b);
+}
+
+int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
+              const struct sbp_context *ctx, struct sbp_job *job, char *err, size_t errlen)
+{
+    struct sbp_opts o = {0};
+    char *wrapped = NULL;
+    memset(job, 0, sizeof(*job));
+
+    if (cli->set & SBP_WRAP) {
+        if (script != NULL || ctx->script_path != NULL)
+            return fail(err, errlen, "script argument not permitted with --wrap option");
+        wrapped = sbp_wrap_script(cli->wrap);
+        if (wrapped == NULL)
+            return fail(err, errlen, "out of memory");
+        script = wrapped;
+        len = strlen(wrapped);
+    } else if (script == NULL) {
+        return fail(err, errlen, "no batch script given");
+    }
+    if (sbp_check_size(len, true, ctx->max_script_bytes, err, errlen) != 0 ||
+        sbp_check_script(script, len, err, errlen) != 0 ||
+        sbp_parse_directives(&o, script, len, err, errlen) != 0)
+        goto fail;
+    if (sbp_merge(&o, cli) != 0)
+        goto oom;
+
+    if (o.set & SBP_NAME)
+        job->name = strdup(o.name);
+    else if (cli->set & SBP_WRAP)
+        job->name = strdup("wrap");
+    else if (ctx->script_path != NULL)
+        job->name = base_name(ctx->script_path);
+    else
+        job->name = strdup("sbatch");
+    job->partition = strdup(o.set & SBP_PARTITION ? o.partition : "");
+    job->stdout_path = strdup(o.set & SBP_OUTPUT ? o.output : "slurm-%j.out");
+    job->stderr_path = strdup(o.set & SBP_ERROR  ? o.error
+                              : job->stdout_path ? job->stdout_path
+                                                 : "");
+    const char *cwd = ctx->cwd ? ctx->cwd : "/";
+    if (!(o.set & SBP_CHDIR))
+        job->workdir = strdup(cwd);
+    else if (o.chdir[0] == '/')
+        job->workdir = strdup(o.chdir);
+    else
+        job->workdir = path_join(cwd, o.chdir);
+    job->user = strdup(ctx->user ? ctx->user : "");
+    job->script = malloc(len + 1);
+    if (!job->name || !job->partition || !job->stdout_path || !job->stderr_path || !job->workdir ||
+        !job->user || !job->script)
+        goto oom;
+    memcpy(job->script, script, len);
+    job->script[len] = '\0';
+    job->script_len = len;
+
+    job->nodes = o.set & SBP_NODES ? o.nodes : 1;
+    job->ntasks = o.set & SBP_NTASKS ? o.ntasks : job->nodes; /* one task per node */
+    job->cpus_per_task = o.set & SBP_CPUS_PER_TASK ? o.cpus_per_task : 1;
+    job->mem_mb = o.set & SBP_MEM ? o.mem_mb : 0;
+    job->time_min = o.set & SBP_TIME ? o.time_min : 0;
+    job->hold = o.hold;
+    job->parsable = o.parsable;
+    job->quiet = o.quiet;
+    job->uid = ctx->uid;
+    job->gid = ctx->gid;
+    if (sbp_export_env(o.set & SBP_EXPORT ? o.export_spec : NULL, ctx->environ, &job->env,
+                       &job->nenv, err, errlen) != 0)
+        goto fail;
+    sbp_opts_free(&o);
+    free(wrapped);
+    return 0;
+oom:
+    fail(err, errlen, "out of memory");
+fail:
+    sbp_opts_free(&o);
+    free(wrapped);
+    sbp_job_free(job);
+    return -1;
+}
+
+void sbp_job_to_spec(const struct sbp_job *job, Spur__Api__JobSpec *spec)
+{
+    spec->name = job->name;
+    spec->partition = job->partition;
+    spec->nodes = job->nodes;
+    spec->ntasks = job->ntasks;
+    spec->cpus_per_task = job->cpus_per_task;
+    spec->mem_mb = job->mem_mb;
+    spec->time_limit_min = job->time_min;
+    spec->stdout_path = job->stdout_path;
+    spec->stderr_path = job->stderr_path;
+    spec->workdir = job->workdir;
+    spec->hold = job->hold;
+    spec->script.data = (uint8_t *)job->script;
+    spec->script.len = job->script_len;
+    spec->n_env = job->nenv;
+    spec->env = job->env;
+    spec->user = job->user;
+    spec->uid = job->uid;
+    spec->gid = job->gid;
+}

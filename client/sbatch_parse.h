@@ -1,0 +1,178 @@
+/*
+ * sbatch_parse.h - everything sbatch decides, without doing any I/O.
+ *
+ * Guarantees (Slurm's user-visible rules, so existing scripts keep working):
+ *   - Options come from two places: the command line and "#SBATCH" lines of the script.
+ *     A field given on the command line wins over the same field given in the script,
+ *     whatever the order; within one place the last occurrence wins.
+ *   - "#SBATCH" lines count only at the top of the script: scanning stops at the first
+ *     line that is neither blank nor a comment. A directive must start in column one with
+ *     "#SBATCH" followed by white space ("# SBATCH" and "  #SBATCH" are plain comments).
+ *     Words on a directive line are split like a shell would split them (single and
+ *     double quotes, backslash), and an unquoted word starting with '#' ends the line.
+ *   - Option syntax: "--opt=value", "--opt value", "-X value", "-Xvalue", bundled short
+ *     flags ("-HQ"), and unambiguous prefixes of long options ("--part=debug").
+ *     An unknown option is an error that names it; so is a malformed value.
+ *   - -t accepts minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, and UNLIMITED or
+ *     INFINITE; seconds round up to the next minute; 0 and UNLIMITED mean "no limit of
+ *     the job's own" (the partition's limit applies).
+ *   - --mem takes a size with an optional K, M, G or T suffix (MB without one); kilobytes
+ *     round up to the next megabyte.
+ *   - --export: ALL (the default) sends the whole environment; NONE sends none; a list
+ *     "NAME,NAME=value,..." sends only those (a NAME without a value takes its value from
+ *     the environment, and is left out when unset); a list that contains ALL sends the
+ *     environment with the listed values on top.
+ *   - A script must be non-empty, free of NUL bytes and DOS line breaks, start with "#!",
+ *     and be no larger than the configured limit; each refusal is one line naming why.
+ *   - --wrap=CMD makes the script "#!/bin/sh\nCMD\n" and cannot be combined with a
+ *     script file.
+ *
+ * Memory: struct sbp_opts and struct sbp_job own every string they point to; release
+ * them with sbp_opts_free() and sbp_job_free(). Error messages are written to a caller
+ * buffer, one line without the "sbatch: error: " prefix.
+ */
+#ifndef SPUR_SBATCH_PARSE_H
+#define SPUR_SBATCH_PARSE_H
+
+#include "spur.pb-c.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which fields of struct sbp_opts were given. */
+enum {
+    SBP_NAME = 1u << 0,
+    SBP_PARTITION = 1u << 1,
+    SBP_NODES = 1u << 2,
+    SBP_NTASKS = 1u << 3,
+    SBP_CPUS_PER_TASK = 1u << 4,
+    SBP_MEM = 1u << 5,
+    SBP_TIME = 1u << 6,
+    SBP_OUTPUT = 1u << 7,
+    SBP_ERROR = 1u << 8,
+    SBP_CHDIR = 1u << 9,
+    SBP_HOLD = 1u << 10,
+    SBP_WRAP = 1u << 11,
+    SBP_EXPORT = 1u << 12,
+    SBP_PARSABLE = 1u << 13,
+    SBP_QUIET = 1u << 14,
+    SBP_HELP = 1u << 15,
+    SBP_USAGE = 1u << 16,
+    SBP_VERSION = 1u << 17,
+};
+
+/* Options as given in one place (command line or script). */
+struct sbp_opts {
+    unsigned set; /* SBP_* bits */
+    char *name;
+    char *partition;
+    uint32_t nodes;
+    uint32_t ntasks;
+    uint32_t cpus_per_task;
+    uint64_t mem_mb;
+    uint32_t time_min; /* 0: no limit of its own */
+    char *output;
+    char *error;
+    char *chdir;
+    bool hold;
+    char *wrap;
+    char *export_spec;
+    bool parsable;
+    bool quiet;
+};
+
+/* What the I/O shell knows about the submitting process. */
+struct sbp_context {
+    const char *cwd;           /* absolute; the default working directory */
+    const char *script_path;   /* the script file as named, or NULL (stdin or --wrap) */
+    char *const *environ;      /* "NAME=value" strings, NULL-terminated; NULL: empty */
+    uint32_t max_script_bytes; /* controller.max_script_bytes; 0: no limit */
+    const char *user;
+    uint32_t uid;
+    uint32_t gid;
+};
+
+/* The job to submit: every default applied. */
+struct sbp_job {
+    char *name;
+    char *partition; /* "" : the default partition */
+    uint32_t nodes, ntasks, cpus_per_task;
+    uint64_t mem_mb;
+    uint32_t time_min;
+    char *stdout_path;
+    char *stderr_path;
+    char *workdir;
+    bool hold;
+    char *script;
+    size_t script_len;
+    char **env; /* "NAME=value" */
+    size_t nenv;
+    char *user;
+    uint32_t uid, gid;
+    bool parsable;
+    bool quiet;
+};
+
+void sbp_opts_free(struct sbp_opts *o);
+void sbp_job_free(struct sbp_job *j);
+
+/*
+ * Parse the command line (argv[0] is the program). Stops at the first word that is not
+ * an option (the script) or after "--"; *script_index is its index, or argc when there
+ * is none. Returns 0, or -1 with err set.
+ */
+int sbp_parse_args(struct sbp_opts *o, int argc, char *const *argv, int *script_index, char *err,
+                   size_t errlen);
+
+/*
+ * Apply the #SBATCH directives at the top of script[0..len). Errors name the line.
+ * Returns 0 or -1.
+ */
+int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, char *err,
+                         size_t errlen);
+
+/* Copy into dst every field src has set (src wins). Returns 0 or -1 (out of memory). */
+int sbp_merge(struct sbp_opts *dst, const struct sbp_opts *src);
+
+/* Time limit, see above. Returns 0 or -1. */
+int sbp_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen);
+/* Memory size to MB, see above. Returns 0 or -1. */
+int sbp_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen);
+
+/*
+ * The environment to send for an --export value (NULL: ALL). On success *out is a
+ * NULL-terminated vector of "NAME=value" strings with *n entries (free each and the
+ * vector). Returns 0 or -1.
+ */
+int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *n, char *err,
+                   size_t errlen);
+
+/* "#!/bin/sh\nCMD\n", or NULL when out of memory. */
+char *sbp_wrap_script(const char *cmd);
+
+/*
+ * Refuse a script over the limit. exact: len is the real size; otherwise the script is
+ * known only to be longer than limit. Returns 0 or -1.
+ */
+int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen);
+/* Empty, NUL bytes, DOS line breaks, no "#!" first line. Returns 0 or -1. */
+int sbp_check_script(const char *script, size_t len, char *err, size_t errlen);
+
+/*
+ * Build the job: script checks, directives, command line over directives, defaults
+ * (name from the script file, "sbatch" for stdin, "wrap" for --wrap; stdout
+ * "slurm-%j.out"; stderr with stdout; workdir the current directory, a relative -D
+ * taken from it), and the environment from --export. script is NULL with --wrap.
+ * Returns 0 or -1 with err set.
+ */
+int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
+              const struct sbp_context *ctx, struct sbp_job *job, char *err, size_t errlen);
+
+/*
+ * Point spec's fields at job's (job must outlive spec; nothing is copied except the env
+ * vector pointer).
+ */
+void sbp_job_to_spec(const struct sbp_job *job, Spur__Api__JobSpec *spec);
+
+#endif

@@ -1,0 +1,436 @@
+/*
+ * spurclient.c - blocking client for the client API; contract in spurclient.h.
+ */
+#include "spurclient.h"
+
+#include "frame.h"
+#include "util.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+struct spurc {
+    char **hosts;
+    size_t nhosts;
+    size_t cur; /* index of the host to try first */
+    char *cluster_name;
+    char *user;
+    uint32_t timeout_ms;
+    uint32_t max_frame;
+    uint64_t client_id;
+    uint64_t seq;
+    uint64_t next_request_id;
+    int fd;              /* connection, -1 when none */
+    char fd_target[300]; /* host:port the connection goes to */
+    char last_ok[300];
+};
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = (uint64_t)getpid() << 32 ^ mono_ns();
+    return v ? v : 1;
+}
+
+char **spurc_hosts_parse(const char *list, size_t *n)
+{
+    size_t cap = 4, k = 0;
+    char **v = calloc(cap + 1, sizeof(char *));
+    char *copy = strdup(list ? list : "");
+    if (v == NULL || copy == NULL) {
+        free(v);
+        free(copy);
+        *n = 0;
+        return NULL;
+    }
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+        if (k == cap) {
+            char **nv = realloc(v, (cap * 2 + 1) * sizeof(char *));
+            if (nv == NULL)
+                break;
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = strdup(t);
+    }
+    v[k] = NULL;
+    free(copy);
+    *n = k;
+    return v;
+}
+
+void spurc_hosts_free(char **v, size_t n)
+{
+    if (v == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+struct spurc *spurc_new(const struct spurc_options *o)
+{
+    struct spurc *c = calloc(1, sizeof(*c));
+    if (c == NULL || o->nhosts == 0)
+        goto fail;
+    c->hosts = calloc(o->nhosts, sizeof(char *));
+    if (c->hosts == NULL)
+        goto fail;
+    for (size_t i = 0; i < o->nhosts; i++) {
+        c->hosts[i] = strdup(o->hosts[i]);
+        if (c->hosts[i] == NULL)
+            goto fail;
+        c->nhosts++;
+    }
+    c->cluster_name = strdup(o->cluster_name ? o->cluster_name : "spur");
+    const char *user = o->user;
+    if (user == NULL) {
+        struct passwd *pw = getpwuid(getuid());
+        user = pw ? pw->pw_name : "unknown";
+    }
+    c->user = strdup(user);
+    if (c->cluster_name == NULL || c->user == NULL)
+        goto fail;
+    c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
+    c->max_frame = o->max_frame ? o->max_frame : SPUR_DEFAULT_MAX_FRAME;
+    c->client_id = random_u64();
+    c->next_request_id = random_u64() >> 16;
+    c->fd = -1;
+    return c;
+fail:
+    spurc_free(c);
+    return NULL;
+}
+
+static void disconnect(struct spurc *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->fd_target[0] = '\0';
+}
+
+void spurc_free(struct spurc *c)
+{
+    if (c == NULL)
+        return;
+    disconnect(c);
+    spurc_hosts_free(c->hosts, c->nhosts);
+    free(c->cluster_name);
+    free(c->user);
+    free(c);
+}
+
+const char *spurc_current_host(const struct spurc *c)
+{
+    return c->last_ok[0] ? c->last_ok : NULL;
+}
+
+uint32_t spurc_set_timeout(struct spurc *c, uint32_t timeout_ms)
+{
+    uint32_t old = c->timeout_ms;
+    c->timeout_ms = timeout_ms ? timeout_ms : 10000;
+    return old;
+}
+
+uint64_t spurc_client_id(const struct spurc *c)
+{
+    return c->client_id;
+}
+
+void spurc_response_free(spurc_response *r)
+{
+    if (r)
+        spur__api__response__free_unpacked(r, NULL);
+}
+
+static int remaining_ms(uint64_t deadline)
+{
+    uint64_t now = mono_ms();
+    return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+/* Split host:port (brackets for IPv6) and connect before the deadline. */
+static int dial(const char *target, uint64_t deadline, char *err, size_t errlen)
+{
+    char host[256], port[8];
+    const char *colon;
+    if (target[0] == '[') {
+        const char *rb = strchr(target, ']');
+        if (rb == NULL || rb[1] != ':' || (size_t)(rb - target - 1) >= sizeof(host)) {
+            snprintf(err, errlen, "%s: not HOST:PORT", target);
+            return -1;
+        }
+        memcpy(host, target + 1, (size_t)(rb - target - 1));
+        host[rb - target - 1] = '\0';
+        colon = rb + 1;
+    } else {
+        colon = strrchr(target, ':');
+        if (colon == NULL || (size_t)(colon - target) >= sizeof(host)) {
+            snprintf(err, errlen, "%s: not HOST:PORT", target);
+            return -1;
+        }
+        memcpy(host, target, (size_t)(colon - target));
+        host[colon - target] = '\0';
+    }
+    snprintf(port, sizeof(port), "%s", colon + 1);
+
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0) {
+        snprintf(err, errlen, "%s: cannot resolve: %s", target, gai_strerror(gai));
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        if (errno == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            int r = poll(&p, 1, remaining_ms(deadline));
+            int soerr = 0;
+            socklen_t sl = sizeof(soerr);
+            if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+                break;
+            snprintf(err, errlen, "%s: connect: %s", target,
+                     r == 0 ? "timed out" : strerror(soerr ? soerr : errno));
+        } else {
+            snprintf(err, errlen, "%s: connect: %s", target, strerror(errno));
+        }
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    return fd;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            if (poll(&pf, 1, remaining_ms(deadline)) <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
+{
+    while (n > 0) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r > 0) {
+            p += r;
+            n -= (size_t)r;
+            continue;
+        }
+        if (r == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            struct pollfd pf = {.fd = fd, .events = POLLIN};
+            if (poll(&pf, 1, remaining_ms(deadline)) <= 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* One exchange on the current connection. Returns 0 with *resp, or -1 with err. */
+static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spurc_response **resp,
+                    char *err, size_t errlen)
+{
+    size_t n = spur__api__request__get_packed_size(req);
+    if (n > c->max_frame) {
+        snprintf(err, errlen, "request of %zu bytes is over the %u-byte frame limit", n,
+                 c->max_frame);
+        return -2;
+    }
+    uint8_t *buf = malloc(FRAME_HEADER_LEN + n);
+    if (buf == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -2;
+    }
+    frame_put_header(buf, (uint32_t)n);
+    spur__api__request__pack(req, buf + FRAME_HEADER_LEN);
+    int rc = send_all(c->fd, buf, FRAME_HEADER_LEN + n, deadline);
+    free(buf);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: send: %s", c->fd_target, strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        uint8_t hdr[FRAME_HEADER_LEN];
+        if (recv_all(c->fd, hdr, sizeof(hdr), deadline) != 0) {
+            snprintf(err, errlen, "%s: no answer: %s", c->fd_target, strerror(errno));
+            return -1;
+        }
+        uint32_t len = frame_get_header(hdr);
+        if (len > c->max_frame) {
+            snprintf(err, errlen, "%s: answer of %u bytes is over the %u-byte limit", c->fd_target,
+                     len, c->max_frame);
+            return -1;
+        }
+        uint8_t *body = malloc(len ? len : 1);
+        if (body == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return -2;
+        }
+        if (recv_all(c->fd, body, len, deadline) != 0) {
+            free(body);
+            snprintf(err, errlen, "%s: answer cut short: %s", c->fd_target, strerror(errno));
+            return -1;
+        }
+        spurc_response *r = spur__api__response__unpack(NULL, len, body);
+        free(body);
+        if (r == NULL) {
+            snprintf(err, errlen, "%s: undecodable answer", c->fd_target);
+            return -1;
+        }
+        if (r->request_id != req->request_id) {
+            /* An answer to an earlier, abandoned request on this connection: skip it. */
+            spurc_response_free(r);
+            continue;
+        }
+        if (r->protocol_version != SPUR_PROTOCOL_VERSION &&
+            r->code != SPUR__API__CODE__CODE_REFUSED) {
+            snprintf(err, errlen, "%s: speaks protocol version %u, this client %u", c->fd_target,
+                     r->protocol_version, SPUR_PROTOCOL_VERSION);
+            spurc_response_free(r);
+            return -2;
+        }
+        *resp = r;
+        return 0;
+    }
+}
+
+int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response **resp, char *err,
+               size_t errlen)
+{
+    uint64_t deadline = mono_ms() + c->timeout_ms;
+    char hint[300] = "";
+    bool hint_used = false;
+    size_t idx = c->cur;
+    size_t misses = 0;
+    uint32_t backoff = 50;
+    spurc_response *last = NULL;
+    char lasterr[400] = "no replica tried";
+
+    req->protocol_version = SPUR_PROTOCOL_VERSION;
+    req->cluster_name = c->cluster_name;
+    req->user = req->user && req->user[0] ? req->user : c->user;
+    req->request_id = ++c->next_request_id;
+    if (write && req->client_id == 0) {
+        req->client_id = c->client_id;
+        req->seq = ++c->seq;
+    }
+    if (req->timeout_ms == 0)
+        req->timeout_ms = c->timeout_ms;
+    *resp = NULL;
+
+    while (remaining_ms(deadline) > 0) {
+        const char *target = hint[0] ? hint : c->hosts[idx % c->nhosts];
+        if (c->fd < 0 || strcmp(c->fd_target, target) != 0) {
+            disconnect(c);
+            c->fd = dial(target, deadline, lasterr, sizeof(lasterr));
+            if (c->fd < 0) {
+                hint[0] = '\0';
+                goto next_host;
+            }
+            snprintf(c->fd_target, sizeof(c->fd_target), "%s", target);
+        }
+        /* Leave room for the server's own time-out to come back as an answer. */
+        req->timeout_ms = (uint32_t)remaining_ms(deadline);
+        spurc_response *r = NULL;
+        int rc = exchange(c, req, deadline, &r, lasterr, sizeof(lasterr));
+        if (rc == -2) {
+            disconnect(c);
+            break;
+        }
+        if (rc != 0) {
+            disconnect(c);
+            hint[0] = '\0';
+            goto next_host;
+        }
+        snprintf(c->last_ok, sizeof(c->last_ok), "%s", c->fd_target);
+        if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE ||
+            r->code == SPUR__API__CODE__CODE_TIMEOUT) {
+            spurc_response_free(last);
+            last = r;
+            if (r->leader_hint && r->leader_hint[0] && !hint_used &&
+                strcmp(r->leader_hint, c->fd_target) != 0) {
+                snprintf(hint, sizeof(hint), "%s", r->leader_hint);
+                hint_used = true;
+                continue;
+            }
+            hint[0] = '\0';
+            goto next_host;
+        }
+        /* Any other answer, success or a definite error, is the answer. */
+        for (size_t i = 0; i < c->nhosts; i++)
+            if (strcmp(c->hosts[i], c->fd_target) == 0)
+                c->cur = i;
+        spurc_response_free(last);
+        *resp = r;
+        return 0;
+    next_host:
+        idx++;
+        if (++misses % c->nhosts == 0) {
+            /* A whole round without an answer: an election may be running. */
+            int left = remaining_ms(deadline);
+            struct timespec ts = {0, (long)(backoff < (uint32_t)left ? backoff : (uint32_t)left) *
+                                         1000000L};
+            nanosleep(&ts, NULL);
+            backoff = backoff * 2 > 500 ? 500 : backoff * 2;
+            hint_used = false;
+        }
+    }
+    if (last != NULL) {
+        *resp = last; /* the last "not the leader" or time-out answer says more than we can */
+        return 0;
+    }
+    snprintf(err, errlen, "no replica answered within %u ms: %s", c->timeout_ms, lasterr);
+    return -1;
+}

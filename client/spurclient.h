@@ -1,0 +1,64 @@
+/*
+ * spurclient.h - a small blocking client for the spurctld client API (port 6817).
+ *
+ * Guarantees:
+ *   - Finds a replica: tries the hosts given (SPUR_CONTROLLER, else controller.hosts), the
+ *     last one that answered first, rotating on connection failures and timeouts.
+ *   - Follows the leader: an UNAVAILABLE answer that names the leader's address makes the
+ *     next attempt go there; one without a hint moves on to the next host, and after a
+ *     full round it waits a little (an election takes about a second) and tries again,
+ *     until the call's deadline.
+ *   - Exactly-once writes: a request marked as a write gets this client's random 64-bit
+ *     id and the next sequence number once, and keeps both across every retry, so a
+ *     replica that already applied it answers with the first result.
+ *   - Never waits past the deadline; never reads a frame over max_frame bytes.
+ *
+ * Ownership: spurc_call() returns a response the caller frees with spurc_response_free().
+ * One struct spurc is one connection, used by one thread at a time.
+ */
+#ifndef SPUR_SPURCLIENT_H
+#define SPUR_SPURCLIENT_H
+
+#include "spur.pb-c.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef Spur__Api__Request spurc_request;
+typedef Spur__Api__Response spurc_response;
+
+struct spurc_options {
+    const char *const *hosts; /* "host:port" strings; at least one */
+    size_t nhosts;
+    const char *cluster_name;
+    uint32_t timeout_ms; /* per call, across retries; 0: 10000 */
+    uint32_t max_frame;  /* 0: 4 MiB */
+    const char *user;    /* sent in every request; NULL: the login name */
+};
+
+struct spurc;
+
+struct spurc *spurc_new(const struct spurc_options *o);
+void spurc_free(struct spurc *c);
+
+/*
+ * Send req and wait for its response. write: give it (client_id, seq) for exactly-once
+ * (a retry keeps them). Returns 0 with *resp set (any code, including errors the server
+ * reported), or -1 when no replica answered in time; err then says why.
+ */
+int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response **resp, char *err,
+               size_t errlen);
+void spurc_response_free(spurc_response *r);
+/* Change the per-call deadline (0: 10000 ms); returns the previous one. */
+uint32_t spurc_set_timeout(struct spurc *c, uint32_t timeout_ms);
+
+/* The host:port that answered last, or NULL. */
+const char *spurc_current_host(const struct spurc *c);
+uint64_t spurc_client_id(const struct spurc *c);
+
+/* Split "a:1,b:2" into a NULL-terminated vector (caller frees with spurc_hosts_free). */
+char **spurc_hosts_parse(const char *list, size_t *n);
+void spurc_hosts_free(char **v, size_t n);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * buf.c - growable byte buffer; see buf.h.
+ */
+#include "buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void buf_init(struct buf *b)
+{
+    memset(b, 0, sizeof(*b));
+}
+
+void buf_free(struct buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof(*b));
+}
+
+void buf_reset(struct buf *b)
+{
+    b->len = 0;
+    b->oom = false;
+}
+
+bool buf_reserve(struct buf *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (b->len + extra + 1 <= b->cap)
+        return true;
+    size_t ncap = b->cap ? b->cap : 256;
+    while (ncap < b->len + extra + 1)
+        ncap *= 2;
+    char *np = realloc(b->p, ncap);
+    if (np == NULL) {
+        b->oom = true;
+        return false;
+    }
+    b->p = np;
+    b->cap = ncap;
+    return true;
+}
+
+void buf_append(struct buf *b, const void *data, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return;
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void buf_puts(struct buf *b, const char *s)
+{
+    buf_append(b, s, strlen(s));
+}
+
+void buf_printf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    if (!buf_reserve(b, 64))
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= b->cap - b->len) {
+        if (!buf_reserve(b, (size_t)n))
+            return;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}

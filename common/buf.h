@@ -1,0 +1,29 @@
+/*
+ * buf.h - a growable byte buffer, for building text (metrics, JSON) and frames.
+ *
+ * Ownership: the struct owns p; buf_free() releases it. After an allocation failure the
+ * buffer remembers it (oom) and ignores further appends, so a caller can build a whole
+ * document and check once at the end.
+ */
+#ifndef SPUR_BUF_H
+#define SPUR_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct buf {
+    char *p;
+    size_t len;
+    size_t cap;
+    bool oom;
+};
+
+void buf_init(struct buf *b);
+void buf_free(struct buf *b);
+void buf_reset(struct buf *b); /* length 0, memory kept */
+bool buf_reserve(struct buf *b, size_t extra);
+void buf_append(struct buf *b, const void *data, size_t n);
+void buf_puts(struct buf *b, const char *s);
+void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

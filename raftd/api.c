@@ -1,0 +1,408 @@
+/*
+ * api.c - client API listener; contract in api.h.
+ *
+ * Connections are bufferevents. A connection is reference-counted: the server holds one
+ * reference while it is open and every call in flight holds one, so a reply that comes
+ * after the client left finds a closed connection and is dropped instead of touching
+ * freed memory.
+ */
+#include "api.h"
+
+#include "cfg.h"
+#include "frame.h"
+#include "log.h"
+#include "wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define API_OUT_HIGH (16u << 20) /* stop reading a client this far behind */
+#define API_MAX_INFLIGHT 4096    /* calls in flight per connection */
+
+struct aconn {
+    struct api_server *srv;
+    struct bufferevent *bev; /* NULL once closed */
+    struct aconn *prev, *next;
+    unsigned refs;
+    unsigned inflight;
+    bool refused_logged;
+    bool closing; /* close once the output is flushed */
+    bool paused;
+    char peer[64];
+};
+
+struct api_call {
+    struct aconn *conn;
+    Spur__Api__Request *req;
+    uint8_t *bytes;
+    size_t len;
+};
+
+struct api_server {
+    struct evconnlistener *listener;
+    struct api_options opt;
+    char *cluster_name;
+    api_dispatch_fn dispatch;
+    void *arg;
+    struct aconn *head, *tail;
+    unsigned nconns;
+    struct api_stats stats;
+};
+
+static void conn_unref(struct aconn *c)
+{
+    if (--c->refs == 0)
+        free(c);
+}
+
+static void conn_close(struct aconn *c)
+{
+    struct api_server *s = c->srv;
+    if (c->bev == NULL)
+        return;
+    bufferevent_free(c->bev);
+    c->bev = NULL;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->head = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    else
+        s->tail = c->prev;
+    c->prev = c->next = NULL;
+    s->nconns--;
+    conn_unref(c);
+}
+
+static void send_frame(struct aconn *c, const Spur__Api__Response *resp)
+{
+    if (c->bev == NULL)
+        return;
+    size_t n = spur__api__response__get_packed_size(resp);
+    uint8_t hdr[FRAME_HEADER_LEN];
+    uint8_t *body = malloc(n ? n : 1);
+    if (body == NULL) {
+        log_event(LOG_ERROR, "api", "out of memory packing a reply; closing the connection",
+                  "peer=%s", c->peer);
+        conn_close(c);
+        return;
+    }
+    spur__api__response__pack(resp, body);
+    frame_put_header(hdr, (uint32_t)n);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    evbuffer_add(out, hdr, sizeof(hdr));
+    evbuffer_add_reference(out, body, n, (evbuffer_ref_cleanup_cb)(void (*)(void))free, NULL);
+    if (evbuffer_get_length(out) > API_OUT_HIGH && !c->paused) {
+        c->paused = true;
+        bufferevent_disable(c->bev, EV_READ);
+    }
+}
+
+/* A reply that needs no call: protocol errors before dispatch. */
+static void reply_direct(struct aconn *c, uint64_t request_id, Spur__Api__Code code,
+                         const char *msg)
+{
+    Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+    r.protocol_version = SPUR_PROTOCOL_VERSION;
+    r.request_id = request_id;
+    r.code = code;
+    r.error = (char *)msg;
+    r.served_by = c->srv->opt.node_id;
+    r.cluster_name = c->srv->cluster_name;
+    send_frame(c, &r);
+}
+
+static void call_free(struct api_call *call)
+{
+    if (call->req)
+        spur__api__request__free_unpacked(call->req, NULL);
+    free(call->bytes);
+    struct aconn *c = call->conn;
+    c->inflight--;
+    if (c->bev && c->paused && c->inflight < API_MAX_INFLIGHT / 2 &&
+        evbuffer_get_length(bufferevent_get_output(c->bev)) < API_OUT_HIGH / 2) {
+        c->paused = false;
+        bufferevent_enable(c->bev, EV_READ);
+    }
+    conn_unref(c);
+    free(call);
+}
+
+void api_reply(struct api_call *call, Spur__Api__Response *resp)
+{
+    struct aconn *c = call->conn;
+    /* The caller may free resp with protobuf-c later: lend our string only for the pack. */
+    char *saved_cluster = resp->cluster_name;
+    resp->protocol_version = SPUR_PROTOCOL_VERSION;
+    resp->request_id = call->req->request_id;
+    resp->served_by = c->srv->opt.node_id;
+    resp->cluster_name = c->srv->cluster_name;
+    send_frame(c, resp);
+    resp->cluster_name = saved_cluster;
+    call_free(call);
+}
+
+void api_reply_error(struct api_call *call, Spur__Api__Code code, uint32_t leader_id,
+                     const char *leader_hint, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+    r.code = code;
+    r.error = msg;
+    r.leader_id = leader_id;
+    r.leader_hint = (char *)(leader_hint ? leader_hint : "");
+    api_reply(call, &r);
+}
+
+const uint8_t *api_call_bytes(const struct api_call *call, size_t *len)
+{
+    *len = call->len;
+    return call->bytes;
+}
+
+bool api_call_abandoned(const struct api_call *call)
+{
+    return call->conn->bev == NULL;
+}
+
+void api_get_stats(const struct api_server *s, struct api_stats *out)
+{
+    *out = s->stats;
+    out->connections = s->nconns;
+}
+
+/* Handle one complete frame. Returns -1 when the connection must close. */
+static int handle_frame(struct aconn *c, uint8_t *bytes, size_t len)
+{
+    struct api_server *s = c->srv;
+    Spur__Api__Request *req = spur__api__request__unpack(NULL, len, bytes);
+    if (req == NULL) {
+        s->stats.bad_frames++;
+        log_event(LOG_WARN, "api", "undecodable request; closing the connection",
+                  "peer=%s len=%zu", c->peer, len);
+        reply_direct(c, 0, SPUR__API__CODE__CODE_INVALID,
+                     "undecodable request: not a spur.api.Request");
+        free(bytes);
+        return -1;
+    }
+    if (req->protocol_version != SPUR_PROTOCOL_VERSION ||
+        strcmp(req->cluster_name ? req->cluster_name : "", s->cluster_name) != 0) {
+        char msg[300];
+        s->stats.refused++;
+        if (req->protocol_version != SPUR_PROTOCOL_VERSION)
+            snprintf(msg, sizeof(msg),
+                     "refused: request speaks protocol version %u, this replica %u",
+                     req->protocol_version, SPUR_PROTOCOL_VERSION);
+        else
+            snprintf(msg, sizeof(msg), "refused: request for cluster \"%.100s\", this is \"%s\"",
+                     req->cluster_name ? req->cluster_name : "", s->cluster_name);
+        if (!c->refused_logged) {
+            c->refused_logged = true;
+            log_event(LOG_WARN, "api", "request refused", "peer=%s why=\"%s\"", c->peer, msg);
+        }
+        reply_direct(c, req->request_id, SPUR__API__CODE__CODE_REFUSED, msg);
+        spur__api__request__free_unpacked(req, NULL);
+        free(bytes);
+        return 0;
+    }
+    struct api_call *call = calloc(1, sizeof(*call));
+    if (call == NULL) {
+        reply_direct(c, req->request_id, SPUR__API__CODE__CODE_INTERNAL, "out of memory");
+        spur__api__request__free_unpacked(req, NULL);
+        free(bytes);
+        return 0;
+    }
+    call->conn = c;
+    call->req = req;
+    call->bytes = bytes;
+    call->len = len;
+    c->refs++;
+    c->inflight++;
+    s->stats.requests++;
+    if (c->inflight >= API_MAX_INFLIGHT && !c->paused) {
+        c->paused = true;
+        bufferevent_disable(c->bev, EV_READ);
+    }
+    s->dispatch(s->arg, call, req);
+    return 0;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    struct aconn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    c->refs++; /* the dispatcher may reply and the client may vanish under us */
+    while (c->bev != NULL && !c->paused) {
+        uint8_t hdr[FRAME_HEADER_LEN];
+        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+            break;
+        uint32_t len = frame_get_header(hdr);
+        if (len > c->srv->opt.max_frame) {
+            char msg[160];
+            c->srv->stats.bad_frames++;
+            snprintf(msg, sizeof(msg), "frame of %u bytes is over the %u-byte limit", len,
+                     c->srv->opt.max_frame);
+            log_event(LOG_WARN, "api", "oversized frame; closing the connection",
+                      "peer=%s len=%u max=%u", c->peer, len, c->srv->opt.max_frame);
+            reply_direct(c, 0, SPUR__API__CODE__CODE_TOO_LARGE, msg);
+            c->closing = true;
+            bufferevent_disable(c->bev, EV_READ);
+            break;
+        }
+        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
+            break;
+        uint8_t *body = malloc(len ? len : 1);
+        if (body == NULL) {
+            conn_close(c);
+            break;
+        }
+        evbuffer_drain(in, FRAME_HEADER_LEN);
+        evbuffer_remove(in, body, len);
+        if (handle_frame(c, body, len) < 0) {
+            c->closing = true;
+            if (c->bev)
+                bufferevent_disable(c->bev, EV_READ);
+            break;
+        }
+    }
+    if (c->bev && c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        conn_close(c);
+    conn_unref(c);
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    struct aconn *c = arg;
+    size_t pending = evbuffer_get_length(bufferevent_get_output(bev));
+    if (c->closing && pending == 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->paused && pending < API_OUT_HIGH / 2 && c->inflight < API_MAX_INFLIGHT / 2) {
+        c->paused = false;
+        bufferevent_enable(bev, EV_READ);
+        on_read(bev, c); /* frames may be waiting in the input buffer */
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    conn_close(arg);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int sl,
+                      void *arg)
+{
+    struct api_server *s = arg;
+    (void)sl;
+    if (s->nconns >= s->opt.max_conns && s->head)
+        conn_close(s->head);
+    struct aconn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        evutil_closesocket(fd);
+        return;
+    }
+    c->srv = s;
+    c->refs = 1;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev == NULL) {
+        evutil_closesocket(fd);
+        free(c);
+        return;
+    }
+    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    c->prev = s->tail;
+    if (s->tail)
+        s->tail->next = c;
+    else
+        s->head = c;
+    s->tail = c;
+    s->nconns++;
+}
+
+struct api_server *api_new(struct event_base *base, const struct api_options *o,
+                           api_dispatch_fn dispatch, void *arg, char *why, size_t whylen)
+{
+    char host[256];
+    uint16_t port;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (cfg_split_hostport(o->listen, host, sizeof(host), &port) != 0) {
+        snprintf(why, whylen, "%s: not HOST:PORT", o->listen);
+        return NULL;
+    }
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        sl = sizeof(*s6);
+    } else if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        sl = sizeof(*s4);
+    } else {
+        snprintf(why, whylen, "%s: listen needs an IP address, not a name", o->listen);
+        return NULL;
+    }
+    struct api_server *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(why, whylen, "%s: out of memory", o->listen);
+        return NULL;
+    }
+    s->opt = *o;
+    if (s->opt.max_conns == 0)
+        s->opt.max_conns = 4096;
+    s->cluster_name = strdup(o->cluster_name);
+    s->opt.cluster_name = s->cluster_name;
+    s->opt.listen = NULL;
+    s->dispatch = dispatch;
+    s->arg = arg;
+    s->listener = evconnlistener_new_bind(
+        base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        1024, (struct sockaddr *)&ss, (int)sl);
+    if (s->listener == NULL || s->cluster_name == NULL) {
+        snprintf(why, whylen, "%s: bind: %s", o->listen, strerror(errno));
+        if (s->listener)
+            evconnlistener_free(s->listener);
+        free(s->cluster_name);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void api_free(struct api_server *s)
+{
+    if (s == NULL)
+        return;
+    while (s->head)
+        conn_close(s->head);
+    evconnlistener_free(s->listener);
+    free(s->cluster_name);
+    free(s);
+}

@@ -1,0 +1,279 @@
+/*
+ * forward.c - forwarding of client requests to the leader; contract in forward.h.
+ *
+ * One struct fconn per leader address, made on first use and kept while it works. Each
+ * pending request is a struct fwd in the connection's list, found again by the request id
+ * the forwarder gave it. A periodic sweep fails requests past their deadline. A closed or
+ * failed connection fails all its pending requests and is freed; the next request to
+ * that address opens a new one.
+ */
+#include "forward.h"
+
+#include "frame.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+struct fwd {
+    struct fwd *next;
+    uint64_t id;
+    uint64_t deadline_ms;
+    forward_cb cb;
+    void *arg;
+};
+
+struct fconn {
+    struct forwarder *f;
+    struct fconn *next;
+    char address[300];
+    struct bufferevent *bev;
+    bool connected;
+    struct fwd *pending;
+    unsigned npending;
+};
+
+struct forwarder {
+    struct event_base *base;
+    uint32_t max_frame;
+    uint64_t next_id;
+    struct fconn *conns;
+    struct event *sweep;
+};
+
+static void fail_all(struct fconn *c, const char *why)
+{
+    struct fwd *p = c->pending;
+    c->pending = NULL;
+    c->npending = 0;
+    while (p) {
+        struct fwd *n = p->next;
+        char err[400];
+        snprintf(err, sizeof(err), "forwarding to the leader at %s failed: %s", c->address, why);
+        p->cb(p->arg, NULL, err);
+        free(p);
+        p = n;
+    }
+}
+
+static void conn_free(struct fconn *c, const char *why)
+{
+    struct forwarder *f = c->f;
+    for (struct fconn **pp = &f->conns; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    if (c->bev)
+        bufferevent_free(c->bev);
+    c->bev = NULL;
+    fail_all(c, why);
+    free(c);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    struct fconn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    for (;;) {
+        uint8_t hdr[FRAME_HEADER_LEN];
+        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+            return;
+        uint32_t len = frame_get_header(hdr);
+        if (len > c->f->max_frame) {
+            conn_free(c, "answer over the frame limit");
+            return;
+        }
+        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
+            return;
+        evbuffer_drain(in, FRAME_HEADER_LEN);
+        uint8_t *body = malloc(len ? len : 1);
+        if (body == NULL) {
+            conn_free(c, "out of memory");
+            return;
+        }
+        evbuffer_remove(in, body, len);
+        Spur__Api__Response *r = spur__api__response__unpack(NULL, len, body);
+        free(body);
+        if (r == NULL) {
+            conn_free(c, "undecodable answer");
+            return;
+        }
+        struct fwd **pp = &c->pending;
+        while (*pp && (*pp)->id != r->request_id)
+            pp = &(*pp)->next;
+        if (*pp) {
+            struct fwd *p = *pp;
+            *pp = p->next;
+            c->npending--;
+            p->cb(p->arg, r, NULL);
+            free(p);
+        }
+        spur__api__response__free_unpacked(r, NULL);
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct fconn *c = arg;
+    (void)bev;
+    if (what & BEV_EVENT_CONNECTED) {
+        c->connected = true;
+        int one = 1;
+        setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        return;
+    }
+    char why[160];
+    int e = EVUTIL_SOCKET_ERROR();
+    snprintf(why, sizeof(why), "%s",
+             (what & BEV_EVENT_EOF) ? "connection closed" : evutil_socket_error_to_string(e));
+    conn_free(c, why);
+}
+
+static struct fconn *conn_get(struct forwarder *f, const char *address)
+{
+    for (struct fconn *c = f->conns; c; c = c->next)
+        if (strcmp(c->address, address) == 0)
+            return c;
+    struct fconn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->f = f;
+    snprintf(c->address, sizeof(c->address), "%s", address);
+    c->bev = bufferevent_socket_new(f->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev == NULL) {
+        free(c);
+        return NULL;
+    }
+    bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    /* Parse host:port ourselves: names are resolved with the blocking resolver, once. */
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    char tmp[300];
+    snprintf(tmp, sizeof(tmp), "%s", address);
+    if (evutil_parse_sockaddr_port(tmp, (struct sockaddr *)&ss, &sl) != 0) {
+        struct evutil_addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_socktype = SOCK_STREAM;
+        char *colon = strrchr(tmp, ':');
+        if (colon == NULL) {
+            bufferevent_free(c->bev);
+            free(c);
+            return NULL;
+        }
+        *colon = '\0';
+        if (evutil_getaddrinfo(tmp, colon + 1, &hints, &res) != 0 || res == NULL) {
+            bufferevent_free(c->bev);
+            free(c);
+            return NULL;
+        }
+        memcpy(&ss, res->ai_addr, res->ai_addrlen);
+        sl = (int)res->ai_addrlen;
+        evutil_freeaddrinfo(res);
+    }
+    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, sl) != 0) {
+        bufferevent_free(c->bev);
+        free(c);
+        return NULL;
+    }
+    c->next = f->conns;
+    f->conns = c;
+    return c;
+}
+
+int forwarder_send(struct forwarder *f, const char *address, const Spur__Api__Request *req,
+                   uint32_t timeout_ms, forward_cb cb, void *arg)
+{
+    struct fconn *c = conn_get(f, address);
+    if (c == NULL || c->npending >= FORWARD_MAX_PENDING)
+        return -1;
+    struct fwd *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -1;
+    Spur__Api__Request copy = *req;
+    copy.hops = req->hops + 1;
+    copy.request_id = ++f->next_id;
+    size_t n = spur__api__request__get_packed_size(&copy);
+    uint8_t *body = malloc(FRAME_HEADER_LEN + n);
+    if (body == NULL) {
+        free(p);
+        return -1;
+    }
+    frame_put_header(body, (uint32_t)n);
+    spur__api__request__pack(&copy, body + FRAME_HEADER_LEN);
+    bufferevent_write(c->bev, body, FRAME_HEADER_LEN + n);
+    free(body);
+    p->id = copy.request_id;
+    p->deadline_ms = mono_ms() + (timeout_ms ? timeout_ms : 10000);
+    p->cb = cb;
+    p->arg = arg;
+    p->next = c->pending;
+    c->pending = p;
+    c->npending++;
+    return 0;
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct forwarder *f = arg;
+    uint64_t now = mono_ms();
+    (void)fd;
+    (void)what;
+    for (struct fconn *c = f->conns; c; c = c->next) {
+        struct fwd **pp = &c->pending;
+        while (*pp) {
+            struct fwd *p = *pp;
+            if (now >= p->deadline_ms) {
+                *pp = p->next;
+                c->npending--;
+                char err[400];
+                snprintf(err, sizeof(err), "the leader at %s did not answer in time",
+                         c->address);
+                p->cb(p->arg, NULL, err);
+                free(p);
+            } else {
+                pp = &p->next;
+            }
+        }
+    }
+}
+
+struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame)
+{
+    struct forwarder *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return NULL;
+    f->base = base;
+    f->max_frame = max_frame;
+    f->sweep = event_new(base, -1, EV_PERSIST, on_sweep, f);
+    if (f->sweep == NULL) {
+        free(f);
+        return NULL;
+    }
+    struct timeval tv = {0, 100000};
+    event_add(f->sweep, &tv);
+    return f;
+}
+
+void forwarder_free(struct forwarder *f)
+{
+    if (f == NULL)
+        return;
+    while (f->conns)
+        conn_free(f->conns, "shutting down");
+    event_free(f->sweep);
+    free(f);
+}

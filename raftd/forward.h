@@ -1,0 +1,45 @@
+/*
+ * forward.h - writes received by a follower, passed on to the leader's client API.
+ *
+ * A follower that cannot propose forwards the client's request to the leader over an
+ * ordinary client connection (one per leader address, multiplexed by request id) and
+ * relays the answer. Guarantees:
+ *   - Every forwarded request ends in exactly one callback: the leader's answer, or an
+ *     error (connection failed or closed, time-out) with a message naming the address.
+ *   - A request is forwarded once: it goes out with hops = 1 and a replica never forwards
+ *     a request whose hops is already non-zero, so two replicas that each believe the
+ *     other leads cannot bounce a request between them.
+ *   - The request keeps the client's (client_id, seq), so the leader's session table
+ *     deduplicates a forwarded write exactly as a direct one.
+ *   - Never blocks: connecting and sending are asynchronous; at most FORWARD_MAX_PENDING
+ *     requests wait per connection, beyond that new ones fail at once.
+ */
+#ifndef SPUR_FORWARD_H
+#define SPUR_FORWARD_H
+
+#include "spur.pb-c.h"
+
+#include <event2/event.h>
+#include <stdint.h>
+
+#define FORWARD_MAX_PENDING 8192
+
+struct forwarder;
+
+/*
+ * resp is the leader's answer (owned by the forwarder, valid during the call) or NULL with
+ * err set.
+ */
+typedef void (*forward_cb)(void *arg, Spur__Api__Response *resp, const char *err);
+
+struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame);
+void forwarder_free(struct forwarder *f); /* pending callbacks get an error first */
+
+/*
+ * Send a copy of req (hops set to 1, a fresh request id) to the client API at address.
+ * Returns 0, or -1 when it cannot even be queued (cb is not called then).
+ */
+int forwarder_send(struct forwarder *f, const char *address, const Spur__Api__Request *req,
+                   uint32_t timeout_ms, forward_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,741 @@
+/*
+ * node_api.c - client requests on a replica: what is answered here, what goes through
+ * the log, what waits for a ReadIndex, what is forwarded to the leader.
+ *
+ *   Ping, RaftStatus             answered at once from this replica's own view
+ *   job/node writes              leader: batched into one proposal per loop turn, answered
+ *                                when applied; follower: forwarded to the leader
+ *   membership, transfer         leader only (forwarded from followers); answered when the
+ *                                configuration entry is applied / the leader has moved
+ *   job/node/partition reads     linearizable by default: ReadIndex through the core (which
+ *                                asks the leader when this is a follower), served once
+ *                                applied >= the read index; with local_read, answered at
+ *                                once from local state and marked stale
+ *
+ * Every request gets exactly one answer: the result, an error, or TIMEOUT when its
+ * deadline (the client's timeout_ms, less a margin, at most 60 s) passes first. A TIMEOUT
+ * on a write means "unknown": the entry may still commit, and a retry with the same
+ * (client_id, seq) is answered from the session table instead of applied twice.
+ */
+#include "node_int.h"
+
+#include "log.h"
+#include "util.h"
+
+#include "spur_build.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_TIMEOUT_MS 10000
+#define MAX_TIMEOUT_MS 60000
+#define SWEEP_MS 100
+
+static void on_flush(evutil_socket_t fd, short what, void *arg);
+static void on_sweep(evutil_socket_t fd, short what, void *arg);
+
+int node_api_init(struct node *n)
+{
+    n->ev_flush = event_new(n->base, -1, 0, on_flush, n);
+    n->ev_sweep = event_new(n->base, -1, EV_PERSIST, on_sweep, n);
+    if (n->ev_flush == NULL || n->ev_sweep == NULL)
+        return -1;
+    struct timeval tv = {0, SWEEP_MS * 1000};
+    event_add(n->ev_sweep, &tv);
+    return 0;
+}
+
+void node_api_fini(struct node *n)
+{
+    if (n->ev_flush)
+        event_free(n->ev_flush);
+    if (n->ev_sweep)
+        event_free(n->ev_sweep);
+    n->ev_flush = n->ev_sweep = NULL;
+    free(n->batch);
+    n->batch = NULL;
+}
+
+static uint64_t deadline_of(const Spur__Api__Request *req)
+{
+    uint64_t t = req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
+    if (t > MAX_TIMEOUT_MS)
+        t = MAX_TIMEOUT_MS;
+    /* Answer a little before the client gives up, so it hears "timed out" from us. */
+    t = t > 400 ? t - t / 10 : t;
+    return node_now_ms() + t;
+}
+
+static const char *role_word(const struct node *n)
+{
+    if (n->raft == NULL)
+        return "none";
+    return raft_role_name(n->role);
+}
+
+static void reply_unavailable(struct node *n, struct api_call *call)
+{
+    const char *hint = node_leader_api(n);
+    if (n->leader != 0)
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, n->leader, hint,
+                        "not the Raft leader; the leader is node %u", n->leader);
+    else
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL,
+                        "not the Raft leader, and no leader is known (election or no quorum)");
+}
+
+/* Fill the leader fields every reply carries. */
+static void leader_fields(struct node *n, Spur__Api__Response *r)
+{
+    const char *hint = node_leader_api(n);
+    r->leader_id = n->leader;
+    r->leader_hint = (char *)(hint ? hint : "");
+}
+
+/* ---- forwarding ------------------------------------------------------------------- */
+
+static void on_forwarded(void *arg, Spur__Api__Response *resp, const char *err)
+{
+    struct api_call *call = arg;
+    if (resp == NULL) {
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "%s", err);
+        return;
+    }
+    Spur__Api__Response copy = *resp;
+    api_reply(call, &copy);
+}
+
+/* Forward to the leader, or answer UNAVAILABLE when that is not possible. */
+static void forward_or_refuse(struct node *n, struct api_call *call, Spur__Api__Request *req)
+{
+    const char *addr = node_leader_api(n);
+    if (n->leader == 0 || n->leader == n->id || addr == NULL || addr[0] == '\0' ||
+        req->hops > 0) {
+        reply_unavailable(n, call);
+        return;
+    }
+    uint64_t left = deadline_of(req) - node_now_ms();
+    if (forwarder_send(n->fwd, addr, req, (uint32_t)left, on_forwarded, call) != 0) {
+        reply_unavailable(n, call);
+        return;
+    }
+    n->forwarded++;
+}
+
+/* ---- proposals -------------------------------------------------------------------- */
+
+static void add_prop_waiter(struct node *n, struct api_call *call, uint64_t index,
+                            uint64_t term, int kind, uint64_t deadline)
+{
+    struct prop_waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
+        return;
+    }
+    w->index = index;
+    w->term = term;
+    w->kind = kind;
+    w->call = call;
+    w->deadline_ms = deadline;
+    /* Proposals get increasing indexes, so the list stays sorted by appending. */
+    if (n->props_tail)
+        n->props_tail->next = w;
+    else
+        n->props_head = w;
+    n->props_tail = w;
+}
+
+static void queue_proposal(struct node *n, uint8_t *data, size_t len, struct api_call *call,
+                           uint64_t deadline_ms)
+{
+    if (n->nbatch == n->capbatch) {
+        size_t ncap = n->capbatch ? n->capbatch * 2 : 64;
+        struct pending_prop *nb = realloc(n->batch, ncap * sizeof(*nb));
+        if (nb == NULL) {
+            free(data);
+            if (call)
+                api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
+            return;
+        }
+        n->batch = nb;
+        n->capbatch = ncap;
+    }
+    n->batch[n->nbatch++] =
+        (struct pending_prop){.data = data, .len = len, .call = call, .deadline_ms = deadline_ms};
+    if (n->nbatch == 1)
+        event_active(n->ev_flush, EV_TIMEOUT, 0);
+}
+
+void node_api_propose_internal(struct node *n, uint8_t *data, size_t len)
+{
+    queue_proposal(n, data, len, NULL, 0);
+}
+
+/*
+ * Propose everything queued in this loop turn as one batch: one step, one persist request,
+ * one round of AppendEntries for all of them.
+ */
+void node_api_flush(struct node *n)
+{
+    size_t cnt = n->nbatch;
+    if (cnt == 0)
+        return;
+    struct raft_proposal *props = calloc(cnt, sizeof(*props));
+    if (props == NULL) {
+        for (size_t i = 0; i < cnt; i++) {
+            if (n->batch[i].call)
+                api_reply_error(n->batch[i].call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL,
+                                "out of memory");
+            free(n->batch[i].data);
+        }
+        n->nbatch = 0;
+        return;
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        props[i].data = n->batch[i].data;
+        props[i].len = (uint32_t)n->batch[i].len;
+    }
+    struct raft_event ev = {.type = RAFT_EV_PROPOSE, .now = node_now_ms()};
+    ev.propose.entries = props;
+    ev.propose.n = (uint32_t)cnt;
+    raft_index first = 0;
+    raft_term term = 0;
+    n->nbatch = 0; /* proposals made while stepping start a new batch */
+    struct pending_prop *batch = n->batch;
+    n->batch = NULL;
+    n->capbatch = 0;
+    int rc = node_step_ex(n, &ev, &first, &term, NULL);
+    for (size_t i = 0; i < cnt; i++) {
+        struct api_call *call = batch[i].call;
+        free(batch[i].data);
+        if (call == NULL)
+            continue;
+        if (rc == RAFT_OK) {
+            n->proposals++;
+            add_prop_waiter(n, call, first + i, term, WAIT_FSM, batch[i].deadline_ms);
+        } else if (rc == RAFT_ENOTLEADER) {
+            reply_unavailable(n, call);
+        } else if (rc == RAFT_EINVAL) {
+            api_reply_error(call, SPUR__API__CODE__CODE_TOO_LARGE, 0, NULL,
+                            "the request is too large to replicate");
+        } else {
+            api_reply_error(call, SPUR__API__CODE__CODE_BUSY, n->leader, NULL,
+                            "the leader cannot take more writes now (%s); retry",
+                            raft_rc_name(rc));
+        }
+    }
+    free(batch);
+    free(props);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    node_api_flush(arg);
+}
+
+static void write_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+{
+    if (n->role != RAFT_LEADER) {
+        forward_or_refuse(n, call, req);
+        return;
+    }
+    uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = fsm_encode_request(req, wall_ms(), &data, &len);
+    if (rc != FSM_OK) {
+        api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
+                        "the request cannot be encoded as a command");
+        return;
+    }
+    if (len > n->cfg->controller.max_frame_bytes - 1024) {
+        free(data);
+        api_reply_error(call, SPUR__API__CODE__CODE_TOO_LARGE, 0, NULL,
+                        "the request is %zu bytes; the largest the log takes is %u", len,
+                        n->cfg->controller.max_frame_bytes - 1024);
+        return;
+    }
+    queue_proposal(n, data, len, call, deadline_of(req));
+}
+
+void node_api_applied(struct node *n, const struct raft_entry *e, struct fsm_reply *reply)
+{
+    while (n->props_head && n->props_head->index <= e->index) {
+        struct prop_waiter *w = n->props_head;
+        n->props_head = w->next;
+        if (n->props_head == NULL)
+            n->props_tail = NULL;
+        if (w->index < e->index || w->term != e->term) {
+            api_reply_error(w->call, SPUR__API__CODE__CODE_UNAVAILABLE, n->leader,
+                            node_leader_api(n),
+                            "leadership changed before the request committed; it was not "
+                            "applied, retry");
+        } else if (w->kind == WAIT_CHANGE) {
+            Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+            Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
+            r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
+            r.done = &done;
+            leader_fields(n, &r);
+            api_reply(w->call, &r);
+        } else if (reply != NULL && reply->resp != NULL) {
+            /* reply->resp is freed by protobuf-c later: borrowed strings go back out. */
+            Spur__Api__Response *r = reply->resp;
+            char *saved_hint = r->leader_hint;
+            leader_fields(n, r);
+            api_reply(w->call, r);
+            r->leader_hint = saved_hint;
+        } else {
+            api_reply_error(w->call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL,
+                            "the state machine gave no answer for entry %llu",
+                            (unsigned long long)e->index);
+        }
+        free(w);
+    }
+}
+
+/* ---- reads ------------------------------------------------------------------------ */
+
+static void serve_read(struct node *n, struct api_call *call, Spur__Api__Request *req,
+                       bool stale)
+{
+    struct fsm_read rd;
+    memset(&rd, 0, sizeof(rd));
+    if (fsm_read(n->fsm, req, &rd) != FSM_OK) {
+        fsm_read_free(&rd);
+        api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
+        return;
+    }
+    rd.resp.stale = stale;
+    leader_fields(n, &rd.resp);
+    api_reply(call, &rd.resp);
+    fsm_read_free(&rd);
+    n->reads_served++;
+    if (stale)
+        n->stale_reads++;
+}
+
+static void read_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+{
+    if (req->local_read) {
+        serve_read(n, call, req, true);
+        return;
+    }
+    if (n->raft == NULL) {
+        reply_unavailable(n, call);
+        return;
+    }
+    struct read_waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
+        return;
+    }
+    w->read_id = ++n->next_read_id;
+    w->call = call;
+    w->req = req;
+    w->deadline_ms = deadline_of(req);
+    w->next = n->reads;
+    n->reads = w;
+    struct raft_event ev = {.type = RAFT_EV_READ, .now = node_now_ms()};
+    ev.read_id = w->read_id;
+    int rc = node_step_ex(n, &ev, NULL, NULL, NULL);
+    if (rc != RAFT_OK) {
+        /* Not registered with the core: answer now. */
+        for (struct read_waiter **pp = &n->reads; *pp; pp = &(*pp)->next) {
+            if (*pp == w) {
+                *pp = w->next;
+                break;
+            }
+        }
+        if (rc == RAFT_ENOTLEADER)
+            reply_unavailable(n, call);
+        else
+            api_reply_error(call, SPUR__API__CODE__CODE_BUSY, n->leader, node_leader_api(n),
+                            "cannot start a linearizable read now (%s); retry",
+                            raft_rc_name(rc));
+        free(w);
+    }
+}
+
+void node_api_reads_released(struct node *n, const struct raft_read_state *rs, size_t nrs)
+{
+    for (size_t i = 0; i < nrs; i++) {
+        for (struct read_waiter **pp = &n->reads; *pp; pp = &(*pp)->next) {
+            struct read_waiter *w = *pp;
+            if (w->read_id != rs[i].id)
+                continue;
+            if (rs[i].rc != RAFT_OK) {
+                *pp = w->next;
+                reply_unavailable(n, w->call);
+                free(w);
+            } else {
+                w->released = true;
+                w->index = rs[i].index;
+            }
+            break;
+        }
+    }
+    node_api_serve_ready_reads(n);
+}
+
+void node_api_serve_ready_reads(struct node *n)
+{
+    struct read_waiter **pp = &n->reads;
+    while (*pp) {
+        struct read_waiter *w = *pp;
+        if (w->released && n->applied >= w->index) {
+            *pp = w->next;
+            serve_read(n, w->call, w->req, false);
+            free(w);
+        } else {
+            pp = &w->next;
+        }
+    }
+}
+
+/* ---- cluster operations ------------------------------------------------------------ */
+
+static void reply_ping(struct node *n, struct api_call *call)
+{
+    Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+    Spur__Api__PingResponse p = SPUR__API__PING_RESPONSE__INIT;
+    p.node_id = n->id;
+    p.role = (char *)role_word(n);
+    p.term = n->term;
+    p.version = (char *)SPUR_VERSION;
+    r.result_case = SPUR__API__RESPONSE__RESULT_PING;
+    r.ping = &p;
+    leader_fields(n, &r);
+    api_reply(call, &r);
+}
+
+static void reply_status(struct node *n, struct api_call *call)
+{
+    Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+    Spur__Api__RaftStatusResponse s = SPUR__API__RAFT_STATUS_RESPONSE__INIT;
+    Spur__Api__RaftMember mem[RAFT_MAX_MEMBERS];
+    Spur__Api__RaftMember *memp[RAFT_MAX_MEMBERS];
+    struct raft_status rs;
+    memset(&rs, 0, sizeof(rs));
+    s.node_id = n->id;
+    s.cluster_name = n->cfg->cluster_name;
+    s.role = (char *)role_word(n);
+    if (n->raft) {
+        raft_get_status(n->raft, &rs);
+        const struct raft_config *c = raft_get_config(n->raft);
+        s.term = rs.term;
+        s.leader_id = rs.leader;
+        s.commit_index = rs.commit;
+        s.applied_index = n->applied;
+        s.last_index = rs.last_index;
+        s.snapshot_index = rs.snapshot_index;
+        for (uint32_t i = 0; c && i < c->n && i < RAFT_MAX_MEMBERS; i++) {
+            Spur__Api__RaftMember *m = &mem[i];
+            spur__api__raft_member__init(m);
+            m->id = c->members[i].id;
+            m->address = (char *)c->members[i].address;
+            m->voter = c->members[i].role == RAFT_MEMBER_VOTER;
+            for (uint32_t k = 0; k < rs.n_members; k++)
+                if (rs.members[k].id == m->id)
+                    m->match_index = rs.members[k].match;
+            if (m->id == n->id) {
+                m->connected = true;
+                m->api_address = n->api_address;
+                if (rs.role == RAFT_LEADER)
+                    m->match_index = rs.persisted;
+            } else {
+                m->connected = transport_peer_connected(n->tr, m->id);
+                const char *api = transport_peer_api(n->tr, m->id);
+                m->api_address = (char *)(api ? api : "");
+            }
+            memp[i] = m;
+            s.n_members = i + 1;
+        }
+        s.members = memp;
+    }
+    r.result_case = SPUR__API__RESPONSE__RESULT_RAFT_STATUS;
+    r.raft_status = &s;
+    leader_fields(n, &r);
+    api_reply(call, &r);
+}
+
+static void membership_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+{
+    if (n->role != RAFT_LEADER) {
+        forward_or_refuse(n, call, req);
+        return;
+    }
+    struct raft_event ev = {.type = RAFT_EV_CHANGE, .now = node_now_ms()};
+    const char *what;
+    switch (req->op_case) {
+    case SPUR__API__REQUEST__OP_ADD_LEARNER:
+        if (req->add_learner->id == 0 || req->add_learner->address == NULL ||
+            req->add_learner->address[0] == '\0' ||
+            strlen(req->add_learner->address) > RAFT_MAX_ADDRESS) {
+            api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
+                            "add-learner needs a non-zero id and a HOST:PORT address");
+            return;
+        }
+        ev.change.type = RAFT_CHANGE_ADD_LEARNER;
+        ev.change.id = req->add_learner->id;
+        ev.change.address = req->add_learner->address;
+        what = "add learner";
+        break;
+    case SPUR__API__REQUEST__OP_PROMOTE:
+        ev.change.type = RAFT_CHANGE_PROMOTE;
+        ev.change.id = req->promote->id;
+        what = "promote";
+        break;
+    default:
+        ev.change.type = RAFT_CHANGE_REMOVE;
+        ev.change.id = req->remove->id;
+        what = "remove";
+        break;
+    }
+    raft_index idx = 0;
+    raft_term term = 0;
+    int rc = node_step_ex(n, &ev, &idx, &term, NULL);
+    switch (rc) {
+    case RAFT_OK:
+        log_event(LOG_INFO, "raftd", "membership change proposed", "change=\"%s\" id=%u index=%llu",
+                  what, ev.change.id, (unsigned long long)idx);
+        add_prop_waiter(n, call, idx, term, WAIT_CHANGE, deadline_of(req));
+        break;
+    case RAFT_ENOTLEADER:
+        reply_unavailable(n, call);
+        break;
+    case RAFT_EBUSY:
+        api_reply_error(call, SPUR__API__CODE__CODE_BUSY, n->leader, NULL,
+                        "%s refused: another membership change is still pending", what);
+        break;
+    case RAFT_ENOTREADY:
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, n->leader, NULL,
+                        "%s refused: the new leader has not committed an entry of its term yet; "
+                        "retry",
+                        what);
+        break;
+    default:
+        api_reply_error(call, SPUR__API__CODE__CODE_CONFLICT, n->leader, NULL,
+                        "%s of node %u refused: %s", what, ev.change.id,
+                        rc == RAFT_EINVAL ? "no such member, or not allowed in this state"
+                                          : raft_rc_name(rc));
+        break;
+    }
+}
+
+static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+{
+    if (n->role != RAFT_LEADER) {
+        forward_or_refuse(n, call, req);
+        return;
+    }
+    uint32_t target = req->transfer_leader->target_id;
+    if (target == n->id) {
+        Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+        Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
+        r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
+        r.done = &done;
+        leader_fields(n, &r);
+        api_reply(call, &r);
+        return;
+    }
+    struct raft_event ev = {.type = RAFT_EV_TRANSFER, .now = node_now_ms()};
+    ev.target = target;
+    int rc = node_step_ex(n, &ev, NULL, NULL, NULL);
+    if (rc != RAFT_OK) {
+        api_reply_error(call, rc == RAFT_EBUSY ? SPUR__API__CODE__CODE_BUSY
+                                               : SPUR__API__CODE__CODE_CONFLICT,
+                        n->leader, NULL, "transfer to %u refused: %s", target,
+                        rc == RAFT_EINVAL ? "not a voter of this cluster" : raft_rc_name(rc));
+        return;
+    }
+    if (n->role != RAFT_LEADER) { /* moved within the step */
+        Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+        Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
+        r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
+        r.done = &done;
+        leader_fields(n, &r);
+        api_reply(call, &r);
+        return;
+    }
+    struct read_waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
+        return;
+    }
+    w->call = call;
+    w->req = req;
+    w->index = target;
+    uint64_t max = 2ull * n->cfg->raft.election_timeout_ms + 1000;
+    w->deadline_ms = node_now_ms() + max;
+    w->next = n->transfers;
+    n->transfers = w;
+}
+
+void node_api_leader_changed(struct node *n)
+{
+    if (n->role == RAFT_LEADER)
+        return;
+    /* Leadership moved (or was lost): transfers waiting on this node are over. */
+    while (n->transfers) {
+        struct read_waiter *w = n->transfers;
+        n->transfers = w->next;
+        if (n->leader != 0 && n->leader != n->id) {
+            Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+            Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
+            r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
+            r.done = &done;
+            leader_fields(n, &r);
+            api_reply(w->call, &r);
+        } else {
+            /* No leader yet: answer once one is known, or at the deadline. */
+            w->next = n->transfers;
+            n->transfers = w;
+            break;
+        }
+        free(w);
+    }
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req)
+{
+    struct node *n = arg;
+    if (n->stopping) {
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL,
+                        "this replica is shutting down");
+        return;
+    }
+    switch (req->op_case) {
+    case SPUR__API__REQUEST__OP_PING:
+        reply_ping(n, call);
+        return;
+    case SPUR__API__REQUEST__OP_RAFT_STATUS:
+        reply_status(n, call);
+        return;
+    case SPUR__API__REQUEST__OP_TRANSFER_LEADER:
+        transfer_op(n, call, req);
+        return;
+    case SPUR__API__REQUEST__OP_ADD_LEARNER:
+    case SPUR__API__REQUEST__OP_PROMOTE:
+    case SPUR__API__REQUEST__OP_REMOVE:
+        membership_op(n, call, req);
+        return;
+    default:
+        break;
+    }
+    switch (fsm_op_kind(req)) {
+    case FSM_OP_WRITE:
+        write_op(n, call, req);
+        return;
+    case FSM_OP_READ:
+        read_op(n, call, req);
+        return;
+    default:
+        api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
+                        "unknown or empty operation");
+        return;
+    }
+}
+
+/* ---- deadlines ---------------------------------------------------------------------- */
+
+static void timeout_reply(struct node *n, struct api_call *call, bool write)
+{
+    api_reply_error(call, SPUR__API__CODE__CODE_TIMEOUT, n->leader, node_leader_api(n),
+                    write ? "no answer in time; the write may still be applied (a retry with "
+                            "the same request is not applied twice)"
+                          : "no answer in time (no quorum?)");
+}
+
+void node_api_sweep(struct node *n)
+{
+    uint64_t now = node_now_ms();
+    /* Proposals: expire in place (the list must stay sorted by index). */
+    struct prop_waiter **pp = &n->props_head;
+    struct prop_waiter *prev = NULL;
+    while (*pp) {
+        struct prop_waiter *w = *pp;
+        if (now >= w->deadline_ms) {
+            *pp = w->next;
+            if (n->props_tail == w)
+                n->props_tail = prev;
+            timeout_reply(n, w->call, true);
+            free(w);
+        } else {
+            prev = w;
+            pp = &w->next;
+        }
+    }
+    struct read_waiter **rp = &n->reads;
+    while (*rp) {
+        struct read_waiter *w = *rp;
+        if (now >= w->deadline_ms) {
+            *rp = w->next;
+            timeout_reply(n, w->call, false);
+            free(w);
+        } else {
+            rp = &w->next;
+        }
+    }
+    rp = &n->transfers;
+    while (*rp) {
+        struct read_waiter *w = *rp;
+        if (now >= w->deadline_ms) {
+            *rp = w->next;
+            api_reply_error(w->call, SPUR__API__CODE__CODE_TIMEOUT, n->leader,
+                            node_leader_api(n), "leadership did not move in time");
+            free(w);
+        } else {
+            rp = &w->next;
+        }
+    }
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    node_api_sweep(arg);
+}
+
+void node_api_fail_all(struct node *n, const char *why)
+{
+    for (size_t i = 0; i < n->nbatch; i++) {
+        if (n->batch[i].call)
+            api_reply_error(n->batch[i].call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "%s",
+                            why);
+        free(n->batch[i].data);
+    }
+    n->nbatch = 0;
+    while (n->props_head) {
+        struct prop_waiter *w = n->props_head;
+        n->props_head = w->next;
+        api_reply_error(w->call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL,
+                        "%s; the write may still be applied (a retry is not applied twice)", why);
+        free(w);
+    }
+    n->props_tail = NULL;
+    struct read_waiter *lists[2] = {n->reads, n->transfers};
+    n->reads = n->transfers = NULL;
+    for (int k = 0; k < 2; k++) {
+        while (lists[k]) {
+            struct read_waiter *w = lists[k];
+            lists[k] = w->next;
+            api_reply_error(w->call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "%s", why);
+            free(w);
+        }
+    }
+}
+
+size_t node_api_waiting(const struct node *n)
+{
+    size_t k = n->nbatch;
+    for (const struct prop_waiter *w = n->props_head; w; w = w->next)
+        k++;
+    for (const struct read_waiter *w = n->reads; w; w = w->next)
+        k++;
+    return k;
+}

@@ -1,0 +1,180 @@
+/*
+ * node_metrics.c - the worker's metrics listener (port 6822, loopback by default):
+ * Prometheus text on /metrics, and /healthz and /readyz for a check from the host itself.
+ *
+ * The page is rendered on request from counters the modules keep anyway; nothing here
+ * runs on the hot path. The probes that decide restarts and traffic are the health
+ * responder's on port 6823; these two are a local convenience and answer from the
+ * worker's own view (which is why they say nothing about stalls: a stalled worker does
+ * not answer at all).
+ */
+#include "node_int.h"
+
+#include "buf.h"
+#include "util.h"
+
+#include <string.h>
+
+static void gauge(struct buf *b, const char *name, const char *help, double v)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+static void counter(struct buf *b, const char *name, const char *help, double v)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", name, help, name, name, v);
+}
+
+static const char *const job_state_names[FSM_JOB_NSTATES] = {
+    "unspecified", "pending", "running", "completing", "completed",
+    "failed",      "cancelled", "timeout", "node_fail"};
+static const char *const node_state_names[FSM_NODE_NSTATES] = {
+    "unspecified", "idle", "allocated", "mixed", "down", "drained", "draining", "unknown"};
+
+static void render(struct node *n, struct buf *b)
+{
+    struct raft_status rs;
+    memset(&rs, 0, sizeof(rs));
+    if (n->raft)
+        raft_get_status(n->raft, &rs);
+
+    gauge(b, "spur_raft_node_id", "This replica's Raft node id.", n->id);
+    gauge(b, "spur_raft_term", "Current Raft term.", (double)rs.term);
+    buf_printf(b, "# HELP spur_raft_role Raft role of this replica (1 for the current one).\n"
+                  "# TYPE spur_raft_role gauge\n");
+    static const char *const roles[] = {"follower", "precandidate", "candidate", "leader",
+                                        "learner"};
+    for (int r = 0; r < 5; r++)
+        buf_printf(b, "spur_raft_role{role=\"%s\"} %d\n", roles[r],
+                   n->raft && rs.role == r + 1 ? 1 : 0);
+    gauge(b, "spur_raft_leader_id", "Node id of the known leader; 0 when none.",
+          (double)rs.leader);
+    gauge(b, "spur_raft_commit_index", "Highest log index known committed.", (double)rs.commit);
+    gauge(b, "spur_raft_applied_index", "Highest log index applied to the state machine.",
+          (double)n->applied);
+    gauge(b, "spur_raft_last_index", "Last index in the log.", (double)rs.last_index);
+    gauge(b, "spur_raft_log_entries", "Entries held in the log after the snapshot.",
+          rs.last_index >= rs.first_index && n->raft
+              ? (double)(rs.last_index - rs.first_index + 1)
+              : 0.0);
+    gauge(b, "spur_raft_snapshot_index", "Index of the newest snapshot.",
+          (double)rs.snapshot_index);
+    gauge(b, "spur_raft_snapshot_age_seconds",
+          "Seconds since this replica last saved a snapshot (0: none yet).",
+          n->last_snapshot_ms ? (double)(node_now_ms() - n->last_snapshot_ms) / 1000.0 : 0.0);
+    counter(b, "spur_raft_elections_total", "Elections this replica started as a candidate.",
+            (double)n->elections_started);
+    counter(b, "spur_raft_leader_changes_total", "Changes of the leader seen by this replica.",
+            (double)n->leader_changes);
+    counter(b, "spur_raft_invalid_messages_total", "Malformed messages refused by the core.",
+            (double)rs.counters.invalid_msgs);
+    counter(b, "spur_raft_stale_messages_total", "Messages of an older term or another node.",
+            (double)rs.counters.stale_msgs);
+
+    struct storage_metrics sm;
+    storage_metrics_get(n->st, &sm);
+    counter(b, "spur_raft_log_bytes_written_total", "Bytes written to the log segments.",
+            (double)sm.bytes_written);
+    counter(b, "spur_raft_log_entries_written_total", "Entries written to the log segments.",
+            (double)sm.entries_written);
+    gauge(b, "spur_raft_log_segments", "Log segment files on disk.", (double)sm.segments);
+    counter(b, "spur_storage_group_commits_total", "Group commits by the log writer.",
+            (double)sm.group_commits);
+    buf_printf(b, "# HELP spur_storage_fsync_seconds Latency of fsync/fdatasync calls.\n"
+                  "# TYPE spur_storage_fsync_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int i = 0; i < STORAGE_FSYNC_BUCKETS - 1; i++) {
+        cum += sm.fsync_bucket[i];
+        buf_printf(b, "spur_storage_fsync_seconds_bucket{le=\"%.6g\"} %llu\n",
+                   (double)storage_fsync_bucket_ns[i] / 1e9, (unsigned long long)cum);
+    }
+    cum += sm.fsync_bucket[STORAGE_FSYNC_BUCKETS - 1];
+    buf_printf(b, "spur_storage_fsync_seconds_bucket{le=\"+Inf\"} %llu\n",
+               (unsigned long long)cum);
+    buf_printf(b, "spur_storage_fsync_seconds_sum %.9f\nspur_storage_fsync_seconds_count %llu\n",
+               (double)sm.fsync_sum_ns / 1e9, (unsigned long long)sm.fsync_count);
+
+    struct transport_stats ts;
+    transport_get_stats(n->tr, &ts);
+    buf_printf(b, "# HELP spur_raft_messages_sent_total Raft messages sent, by type.\n"
+                  "# TYPE spur_raft_messages_sent_total counter\n");
+    for (int t = 1; t <= RAFT_MSG_TYPE_MAX; t++)
+        buf_printf(b, "spur_raft_messages_sent_total{type=\"%s\"} %llu\n", raft_msg_type_name(t),
+                   (unsigned long long)ts.sent_by_type[t]);
+    buf_printf(b, "# HELP spur_raft_messages_received_total Raft messages received, by type.\n"
+                  "# TYPE spur_raft_messages_received_total counter\n");
+    for (int t = 1; t <= RAFT_MSG_TYPE_MAX; t++)
+        buf_printf(b, "spur_raft_messages_received_total{type=\"%s\"} %llu\n",
+                   raft_msg_type_name(t), (unsigned long long)ts.received_by_type[t]);
+    counter(b, "spur_raft_messages_dropped_total",
+            "Raft messages dropped (peer unknown, down or backed up).", (double)ts.dropped);
+    counter(b, "spur_raft_peer_refused_total",
+            "Peer handshakes refused (other cluster, version or id).", (double)ts.refused);
+    counter(b, "spur_raft_bad_frames_total", "Undecodable or oversized peer frames.",
+            (double)ts.bad_frames);
+    buf_printf(b, "# HELP spur_raft_peer_connected 1 when a handshaken connection to the peer "
+                  "is up.\n# TYPE spur_raft_peer_connected gauge\n");
+    const struct raft_config *c = n->raft ? raft_get_config(n->raft) : NULL;
+    for (uint32_t i = 0; c && i < c->n; i++)
+        if (c->members[i].id != n->id)
+            buf_printf(b, "spur_raft_peer_connected{peer=\"%u\"} %d\n", c->members[i].id,
+                       transport_peer_connected(n->tr, c->members[i].id) ? 1 : 0);
+
+    struct api_stats as;
+    api_get_stats(n->api, &as);
+    counter(b, "spur_api_requests_total", "Client API requests received.",
+            (double)as.requests);
+    counter(b, "spur_api_refused_total", "Requests of another cluster or protocol version.",
+            (double)as.refused);
+    counter(b, "spur_api_bad_frames_total", "Undecodable or oversized client frames.",
+            (double)as.bad_frames);
+    gauge(b, "spur_api_connections", "Open client connections.", (double)as.connections);
+    counter(b, "spur_api_forwarded_total", "Writes forwarded to the leader.",
+            (double)n->forwarded);
+    counter(b, "spur_api_proposals_total", "Client writes proposed by this replica as leader.",
+            (double)n->proposals);
+    counter(b, "spur_api_reads_total", "Reads served (linearizable and local).",
+            (double)n->reads_served);
+    counter(b, "spur_api_stale_reads_total", "Local (possibly stale) reads served.",
+            (double)n->stale_reads);
+    gauge(b, "spur_api_waiting", "Requests waiting for a commit or a read index.",
+          (double)node_api_waiting(n));
+
+    struct fsm_stats fs;
+    fsm_stats(n->fsm, &fs);
+    buf_printf(b, "# HELP spur_jobs Jobs held in the replicated state, by state.\n"
+                  "# TYPE spur_jobs gauge\n");
+    for (int i = 1; i < FSM_JOB_NSTATES; i++)
+        buf_printf(b, "spur_jobs{state=\"%s\"} %llu\n", job_state_names[i],
+                   (unsigned long long)fs.jobs_by_state[i]);
+    buf_printf(b, "# HELP spur_nodes Nodes in the replicated state, by state.\n"
+                  "# TYPE spur_nodes gauge\n");
+    for (int i = 1; i < FSM_NODE_NSTATES; i++)
+        buf_printf(b, "spur_nodes{state=\"%s\"} %llu\n", node_state_names[i],
+                   (unsigned long long)fs.nodes_by_state[i]);
+    gauge(b, "spur_sessions", "Client sessions kept for exactly-once writes.",
+          (double)fs.sessions);
+    counter(b, "spur_fsm_bad_entries_total", "Log entries the state machine could not decode.",
+            (double)fs.bad_entries);
+}
+
+void node_metrics_handler(void *arg, const char *path, struct httpd_reply *reply)
+{
+    struct node *n = arg;
+    if (strcmp(path, "/metrics") == 0) {
+        reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
+        render(n, &reply->body);
+    } else if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
+        buf_puts(&reply->body, "ok\n");
+    } else if (strcmp(path, "/readyz") == 0) {
+        const char *word = n->stopping ? "stopping"
+                           : n->raft == NULL ? "starting"
+                           : n->leader == 0 ? "noleader"
+                                            : "ok";
+        reply->code = strcmp(word, "ok") == 0 ? 200 : 503;
+        buf_printf(&reply->body, "%s\n", word);
+    } else {
+        reply->code = 404;
+        buf_puts(&reply->body, "not found\n");
+    }
+}

@@ -1,0 +1,813 @@
+/*
+ * transport.c - Raft peer connections on libevent; contract in transport.h.
+ *
+ * Per peer: one outbound connection we dial and write our messages on, and any number of
+ * inbound connections the peer dialled, which we read. Both start with a Handshake frame
+ * each way. A connection is "up" once both handshakes are exchanged and checked.
+ *
+ *   dial -> connected -> send Handshake -> read Handshake -> check -> up -> pump queue
+ *   accept -> read Handshake -> check -> send Handshake -> up -> read messages
+ *
+ * Frames are frame.h's 4-byte length + payload; a length over the limit closes the
+ * connection before any allocation. The queue per peer has two lanes; the pump moves
+ * control frames into the socket buffer freely and bulk frames only while the socket
+ * buffer holds less than BULK_WATERMARK bytes, so that a heartbeat queued behind a
+ * snapshot transfer waits for at most one chunk.
+ */
+#include "transport.h"
+
+#include "cfg.h"
+#include "frame.h"
+#include "log.h"
+#include "raft_wire.h"
+#include "util.h"
+#include "wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define BULK_BYTES (64 * 1024)        /* an APPEND above this rides the bulk lane */
+#define BULK_WATERMARK (128 * 1024)   /* bulk frames enter the socket below this */
+#define CONTROL_WATERMARK (8u << 20)  /* stop pumping control frames above this */
+#define QUEUE_MAX_FRAMES 8192
+#define QUEUE_MAX_BYTES (64u << 20)
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 2000
+#define HANDSHAKE_TIMEOUT_S 5
+
+struct tframe {
+    struct tframe *next;
+    raft_id to;
+    uint8_t type;
+    bool bulk;
+    size_t len;
+    uint8_t *data; /* header + payload */
+};
+
+struct tconn;
+
+struct tpeer {
+    struct transport *t;
+    raft_id id;
+    char address[RAFT_MAX_ADDRESS + 1];
+    struct tconn *out;       /* our dialled connection, NULL when none */
+    bool up;                 /* outbound handshake complete */
+    struct tframe *ctl_head, *ctl_tail, *bulk_head, *bulk_tail;
+    size_t qframes, qbytes;
+    uint32_t backoff_ms;
+    struct event *ev_redial;
+    bool refused_logged;
+    bool down_logged;
+    struct transport_peer_info info;
+    struct tpeer *next;
+};
+
+struct tconn {
+    struct transport *t;
+    struct bufferevent *bev;
+    struct tpeer *peer;  /* outbound: the peer dialled; inbound: set after the handshake */
+    bool outbound;
+    bool handshaken;
+    raft_id remote_id;
+    char remote[80];
+    struct tconn *next;  /* inbound list */
+};
+
+struct transport {
+    struct event_base *base;
+    struct transport_options opt;
+    char *cluster_name;
+    char *api_address;
+    struct transport_callbacks cb;
+    struct evconnlistener *listener;
+    struct tpeer *peers;
+    struct tconn *inbound;
+    bool has_cluster;
+    struct raft_config config;
+    uint64_t rng;
+    struct transport_stats stats;
+};
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static uint64_t next_rand(struct transport *t)
+{
+    /* xorshift64*: jitter only, no cryptographic needs */
+    uint64_t x = t->rng ? t->rng : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    t->rng = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+static struct tpeer *peer_find(const struct transport *t, raft_id id)
+{
+    for (struct tpeer *p = t->peers; p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+static void frame_free(struct tframe *f)
+{
+    if (f) {
+        free(f->data);
+        free(f);
+    }
+}
+
+void transport_frame_free(struct tframe *f)
+{
+    frame_free(f);
+}
+
+static void queue_clear(struct tpeer *p)
+{
+    struct tframe *lists[2] = {p->ctl_head, p->bulk_head};
+    for (int i = 0; i < 2; i++) {
+        while (lists[i]) {
+            struct tframe *f = lists[i];
+            lists[i] = f->next;
+            p->t->stats.dropped++;
+            frame_free(f);
+        }
+    }
+    p->ctl_head = p->ctl_tail = p->bulk_head = p->bulk_tail = NULL;
+    p->qframes = p->qbytes = 0;
+}
+
+/* ---- handshakes ------------------------------------------------------------------- */
+
+static int send_handshake(struct transport *t, struct bufferevent *bev)
+{
+    struct raft_wire_handshake h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.cluster_name, sizeof(h.cluster_name), "%s", t->cluster_name);
+    h.protocol_version = RAFT_WIRE_VERSION;
+    h.node_id = t->opt.self;
+    h.has_cluster = t->has_cluster;
+    if (t->has_cluster)
+        h.config = t->config;
+    snprintf(h.api_address, sizeof(h.api_address), "%s", t->api_address);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (raft_wire_handshake_encode(&h, FRAME_HEADER_LEN, &buf, &len) != RAFT_WIRE_OK)
+        return -1;
+    frame_put_header(buf, (uint32_t)(len - FRAME_HEADER_LEN));
+    bufferevent_write(bev, buf, len);
+    free(buf);
+    return 0;
+}
+
+/* Check a peer's handshake. Returns 0, or -1 with why filled. */
+static int check_handshake(struct transport *t, const struct raft_wire_handshake *h,
+                           raft_id expected, char *why, size_t whylen)
+{
+    if (strcmp(h->cluster_name, t->cluster_name) != 0) {
+        snprintf(why, whylen, "peer belongs to cluster \"%s\", this is \"%s\"", h->cluster_name,
+                 t->cluster_name);
+        return -1;
+    }
+    if (h->protocol_version != RAFT_WIRE_VERSION) {
+        snprintf(why, whylen, "peer speaks protocol version %u, this replica %u",
+                 h->protocol_version, RAFT_WIRE_VERSION);
+        return -1;
+    }
+    if (h->node_id == 0 || h->node_id == t->opt.self) {
+        snprintf(why, whylen, "peer claims node id %u, which is %s", h->node_id,
+                 h->node_id == 0 ? "invalid" : "this replica's own id");
+        return -1;
+    }
+    if (expected != 0 && h->node_id != expected) {
+        snprintf(why, whylen, "peer says it is node %u, but this address belongs to node %u",
+                 h->node_id, expected);
+        return -1;
+    }
+    return 0;
+}
+
+static void fill_info(struct transport *t, struct transport_peer_info *info,
+                      const struct raft_wire_handshake *h)
+{
+    memset(info, 0, sizeof(*info));
+    info->id = h->node_id;
+    info->has_cluster = h->has_cluster;
+    for (uint32_t i = 0; i < h->config.n; i++)
+        if (h->config.members[i].id == t->opt.self)
+            info->lists_us = true;
+    snprintf(info->api_address, sizeof(info->api_address), "%s", h->api_address);
+}
+
+/* ---- outbound connections ------------------------------------------------------------ */
+
+static void schedule_redial(struct tpeer *p);
+static void pump(struct tpeer *p);
+
+static void out_close(struct tpeer *p, const char *why)
+{
+    struct tconn *c = p->out;
+    if (c == NULL)
+        return;
+    bool was_up = p->up;
+    p->out = NULL;
+    p->up = false;
+    bufferevent_free(c->bev);
+    free(c);
+    queue_clear(p);
+    if (was_up) {
+        log_event(LOG_WARN, "transport", "peer connection lost", "peer=%u addr=%s why=\"%s\"",
+                  p->id, p->address, why);
+        if (p->t->cb.on_peer)
+            p->t->cb.on_peer(p->t->cb.arg, &p->info, false);
+    } else if (!p->down_logged) {
+        p->down_logged = true;
+        log_event(LOG_INFO, "transport", "peer not reachable yet; retrying",
+                  "peer=%u addr=%s why=\"%s\"", p->id, p->address, why);
+    }
+    schedule_redial(p);
+}
+
+static void out_read(struct bufferevent *bev, void *arg)
+{
+    struct tconn *c = arg;
+    struct tpeer *p = c->peer;
+    struct transport *t = c->t;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    while (p->out == c) {
+        uint8_t hdr[FRAME_HEADER_LEN];
+        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+            return;
+        uint32_t len = frame_get_header(hdr);
+        if (len > t->opt.max_frame + 65536) {
+            t->stats.bad_frames++;
+            out_close(p, "frame over the size limit");
+            return;
+        }
+        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
+            return;
+        evbuffer_drain(in, FRAME_HEADER_LEN);
+        uint8_t *body = malloc(len ? len : 1);
+        if (body == NULL) {
+            out_close(p, "out of memory");
+            return;
+        }
+        evbuffer_remove(in, body, len);
+        t->stats.bytes_received += FRAME_HEADER_LEN + len;
+        if (!c->handshaken) {
+            struct raft_wire_handshake h;
+            char why[256];
+            int rc = raft_wire_handshake_decode(body, len, &h);
+            free(body);
+            if (rc != RAFT_WIRE_OK) {
+                t->stats.bad_frames++;
+                snprintf(why, sizeof(why), "undecodable handshake (%s)", raft_wire_rc_name(rc));
+            }
+            if (rc != RAFT_WIRE_OK || check_handshake(t, &h, p->id, why, sizeof(why)) != 0) {
+                t->stats.refused++;
+                if (!p->refused_logged) {
+                    p->refused_logged = true;
+                    log_event(LOG_ERROR, "transport", "peer refused", "peer=%u addr=%s why=\"%s\"",
+                              p->id, p->address, why);
+                }
+                out_close(p, why);
+                return;
+            }
+            c->handshaken = true;
+            p->up = true;
+            p->refused_logged = false;
+            p->down_logged = false;
+            p->backoff_ms = BACKOFF_MIN_MS;
+            fill_info(t, &p->info, &h);
+            log_event(LOG_INFO, "transport", "peer connected",
+                      "peer=%u addr=%s has_cluster=%d api=%s", p->id, p->address,
+                      h.has_cluster ? 1 : 0, h.api_address[0] ? h.api_address : "-");
+            if (t->cb.on_peer)
+                t->cb.on_peer(t->cb.arg, &p->info, true);
+            if (p->out == c)
+                pump(p);
+            continue;
+        }
+        /* Peers send on their own connections; a message here is accepted all the same. */
+        struct raft_wire_msg m;
+        int rc = raft_wire_decode(body, len, t->cluster_name, &m);
+        free(body);
+        if (rc != RAFT_WIRE_OK) {
+            t->stats.bad_frames++;
+            out_close(p, "undecodable message");
+            return;
+        }
+        if (m.msg.from == p->id && m.msg.to == t->opt.self && m.msg.type <= RAFT_MSG_TYPE_MAX) {
+            t->stats.received_by_type[m.msg.type]++;
+            t->cb.on_message(t->cb.arg, &m.msg);
+        } else {
+            t->stats.bad_frames++;
+        }
+        raft_wire_msg_free(&m);
+    }
+}
+
+static void out_write(struct bufferevent *bev, void *arg)
+{
+    struct tconn *c = arg;
+    (void)bev;
+    if (c->peer && c->peer->out == c && c->peer->up)
+        pump(c->peer);
+}
+
+static void out_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct tconn *c = arg;
+    struct tpeer *p = c->peer;
+    if (what & BEV_EVENT_CONNECTED) {
+        int one = 1;
+        setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (send_handshake(c->t, bev) != 0)
+            out_close(p, "cannot encode the handshake");
+        return;
+    }
+    char why[160];
+    if (what & BEV_EVENT_EOF)
+        snprintf(why, sizeof(why), "closed by the peer");
+    else if (what & BEV_EVENT_TIMEOUT)
+        snprintf(why, sizeof(why), "handshake timed out");
+    else
+        snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+    out_close(p, why);
+}
+
+static int resolve(const char *address, struct sockaddr_storage *ss, int *sl)
+{
+    char host[256];
+    uint16_t port;
+    if (cfg_split_hostport(address, host, sizeof(host), &port) != 0)
+        return -1;
+    struct evutil_addrinfo hints, *res = NULL;
+    char ports[8];
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_family = AF_UNSPEC;
+    snprintf(ports, sizeof(ports), "%u", port);
+    if (evutil_getaddrinfo(host, ports, &hints, &res) != 0 || res == NULL)
+        return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *sl = (int)res->ai_addrlen;
+    evutil_freeaddrinfo(res);
+    return 0;
+}
+
+static void dial(struct tpeer *p)
+{
+    struct transport *t = p->t;
+    struct sockaddr_storage ss;
+    int sl = 0;
+    if (p->out != NULL || p->address[0] == '\0')
+        return;
+    if (resolve(p->address, &ss, &sl) != 0) {
+        if (!p->down_logged) {
+            p->down_logged = true;
+            log_event(LOG_INFO, "transport", "peer address does not resolve yet; retrying",
+                      "peer=%u addr=%s", p->id, p->address);
+        }
+        schedule_redial(p);
+        return;
+    }
+    struct tconn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        schedule_redial(p);
+        return;
+    }
+    c->t = t;
+    c->peer = p;
+    c->outbound = true;
+    c->bev = bufferevent_socket_new(t->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev == NULL) {
+        free(c);
+        schedule_redial(p);
+        return;
+    }
+    bufferevent_setcb(c->bev, out_read, out_write, out_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    struct timeval hs = {HANDSHAKE_TIMEOUT_S, 0};
+    bufferevent_set_timeouts(c->bev, NULL, &hs);
+    bufferevent_setwatermark(c->bev, EV_WRITE, BULK_WATERMARK / 2, 0);
+    p->out = c;
+    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, sl) != 0)
+        out_close(p, "connect failed");
+}
+
+static void on_redial(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    dial(arg);
+}
+
+static void schedule_redial(struct tpeer *p)
+{
+    if (p->ev_redial == NULL || p->address[0] == '\0')
+        return;
+    uint32_t b = p->backoff_ms ? p->backoff_ms : BACKOFF_MIN_MS;
+    /* +-25 % jitter so that peers restarted together do not dial in lockstep */
+    uint32_t jitter = (uint32_t)(next_rand(p->t) % (b / 2 + 1));
+    uint32_t wait = b - b / 4 + jitter;
+    struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+    evtimer_add(p->ev_redial, &tv);
+    p->backoff_ms = b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
+}
+
+/* ---- sending ---------------------------------------------------------------------- */
+
+static void pump(struct tpeer *p)
+{
+    if (p->out == NULL || !p->up)
+        return;
+    struct bufferevent *bev = p->out->bev;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    while (p->ctl_head && evbuffer_get_length(out) < CONTROL_WATERMARK) {
+        struct tframe *f = p->ctl_head;
+        p->ctl_head = f->next;
+        if (p->ctl_head == NULL)
+            p->ctl_tail = NULL;
+        p->qframes--;
+        p->qbytes -= f->len;
+        bufferevent_write(bev, f->data, f->len);
+        p->t->stats.bytes_sent += f->len;
+        p->t->stats.sent_by_type[f->type]++;
+        frame_free(f);
+    }
+    while (p->ctl_head == NULL && p->bulk_head && evbuffer_get_length(out) < BULK_WATERMARK) {
+        struct tframe *f = p->bulk_head;
+        p->bulk_head = f->next;
+        if (p->bulk_head == NULL)
+            p->bulk_tail = NULL;
+        p->qframes--;
+        p->qbytes -= f->len;
+        bufferevent_write(bev, f->data, f->len);
+        p->t->stats.bytes_sent += f->len;
+        p->t->stats.sent_by_type[f->type]++;
+        frame_free(f);
+    }
+}
+
+struct tframe *transport_encode(struct transport *t, const struct raft_msg *m)
+{
+    struct tframe *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return NULL;
+    if (raft_wire_encode(m, t->cluster_name, FRAME_HEADER_LEN, &f->data, &f->len) !=
+        RAFT_WIRE_OK) {
+        free(f);
+        t->stats.dropped++;
+        return NULL;
+    }
+    frame_put_header(f->data, (uint32_t)(f->len - FRAME_HEADER_LEN));
+    f->to = m->to;
+    f->type = m->type <= RAFT_MSG_TYPE_MAX ? m->type : 0;
+    f->bulk = m->type == RAFT_MSG_SNAPSHOT || (m->type == RAFT_MSG_APPEND && f->len > BULK_BYTES);
+    return f;
+}
+
+void transport_send_frame(struct transport *t, struct tframe *f)
+{
+    if (f == NULL)
+        return;
+    struct tpeer *p = peer_find(t, f->to);
+    if (p == NULL || !p->up || p->qframes >= QUEUE_MAX_FRAMES ||
+        p->qbytes + f->len > QUEUE_MAX_BYTES) {
+        t->stats.dropped++;
+        frame_free(f);
+        return;
+    }
+    if (f->bulk) {
+        if (p->bulk_tail)
+            p->bulk_tail->next = f;
+        else
+            p->bulk_head = f;
+        p->bulk_tail = f;
+    } else {
+        if (p->ctl_tail)
+            p->ctl_tail->next = f;
+        else
+            p->ctl_head = f;
+        p->ctl_tail = f;
+    }
+    p->qframes++;
+    p->qbytes += f->len;
+    pump(p);
+}
+
+void transport_send(struct transport *t, const struct raft_msg *m)
+{
+    struct tpeer *p = peer_find(t, m->to);
+    if (p == NULL || !p->up) {
+        t->stats.dropped++; /* no need to encode what cannot go */
+        return;
+    }
+    transport_send_frame(t, transport_encode(t, m));
+}
+
+/* ---- inbound connections ------------------------------------------------------------ */
+
+static void in_close(struct tconn *c)
+{
+    struct transport *t = c->t;
+    for (struct tconn **pp = &t->inbound; *pp; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    bufferevent_free(c->bev);
+    free(c);
+}
+
+static void in_read(struct bufferevent *bev, void *arg)
+{
+    struct tconn *c = arg;
+    struct transport *t = c->t;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    for (;;) {
+        uint8_t hdr[FRAME_HEADER_LEN];
+        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+            return;
+        uint32_t len = frame_get_header(hdr);
+        if (len > t->opt.max_frame + 65536) {
+            t->stats.bad_frames++;
+            log_event(LOG_WARN, "transport", "oversized frame from a peer; closing",
+                      "from=%s len=%u", c->remote, len);
+            in_close(c);
+            return;
+        }
+        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
+            return;
+        evbuffer_drain(in, FRAME_HEADER_LEN);
+        uint8_t *body = malloc(len ? len : 1);
+        if (body == NULL) {
+            in_close(c);
+            return;
+        }
+        evbuffer_remove(in, body, len);
+        t->stats.bytes_received += FRAME_HEADER_LEN + len;
+        if (!c->handshaken) {
+            struct raft_wire_handshake h;
+            char why[256];
+            int rc = raft_wire_handshake_decode(body, len, &h);
+            free(body);
+            if (rc != RAFT_WIRE_OK) {
+                t->stats.bad_frames++;
+                snprintf(why, sizeof(why), "undecodable handshake (%s)", raft_wire_rc_name(rc));
+            }
+            if (rc != RAFT_WIRE_OK || check_handshake(t, &h, 0, why, sizeof(why)) != 0) {
+                t->stats.refused++;
+                /* Log once per remote address and reason class, not once per retry. */
+                struct tpeer *p = rc == RAFT_WIRE_OK ? peer_find(t, h.node_id) : NULL;
+                if (p == NULL || !p->refused_logged) {
+                    if (p)
+                        p->refused_logged = true;
+                    log_event(LOG_ERROR, "transport", "incoming peer refused",
+                              "from=%s why=\"%s\"", c->remote, why);
+                }
+                in_close(c);
+                return;
+            }
+            c->handshaken = true;
+            c->remote_id = h.node_id;
+            bufferevent_set_timeouts(bev, NULL, NULL);
+            if (send_handshake(t, bev) != 0) {
+                in_close(c);
+                return;
+            }
+            struct transport_peer_info info;
+            fill_info(t, &info, &h);
+            struct tpeer *p = peer_find(t, h.node_id);
+            if (p != NULL)
+                p->info = info;
+            if (t->cb.on_peer)
+                t->cb.on_peer(t->cb.arg, &info, true);
+            continue;
+        }
+        struct raft_wire_msg m;
+        int rc = raft_wire_decode(body, len, t->cluster_name, &m);
+        free(body);
+        if (rc != RAFT_WIRE_OK) {
+            t->stats.bad_frames++;
+            log_event(LOG_WARN, "transport", "undecodable message from a peer; closing",
+                      "from=%s peer=%u why=%s", c->remote, c->remote_id, raft_wire_rc_name(rc));
+            in_close(c);
+            return;
+        }
+        if (m.msg.from != c->remote_id || m.msg.to != t->opt.self ||
+            m.msg.type > RAFT_MSG_TYPE_MAX) {
+            t->stats.bad_frames++;
+            raft_wire_msg_free(&m);
+            continue;
+        }
+        t->stats.received_by_type[m.msg.type]++;
+        t->cb.on_message(t->cb.arg, &m.msg);
+        raft_wire_msg_free(&m);
+    }
+}
+
+static void in_event(struct bufferevent *bev, short what, void *arg)
+{
+    (void)bev;
+    (void)what;
+    in_close(arg);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int sl,
+                      void *arg)
+{
+    struct transport *t = arg;
+    (void)sl;
+    struct tconn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        evutil_closesocket(fd);
+        return;
+    }
+    c->t = t;
+    char host[64] = "?";
+    uint16_t port = 0;
+    if (sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, host, sizeof(host));
+        port = ntohs(((struct sockaddr_in *)sa)->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof(host));
+        port = ntohs(((struct sockaddr_in6 *)sa)->sin6_port);
+    }
+    snprintf(c->remote, sizeof(c->remote), "%s:%u", host, port);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    if (c->bev == NULL) {
+        evutil_closesocket(fd);
+        free(c);
+        return;
+    }
+    bufferevent_setcb(c->bev, in_read, NULL, in_event, c);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    struct timeval hs = {HANDSHAKE_TIMEOUT_S, 0};
+    bufferevent_set_timeouts(c->bev, &hs, NULL);
+    c->next = t->inbound;
+    t->inbound = c;
+}
+
+/* ---- peers and state ---------------------------------------------------------------- */
+
+int transport_set_peer(struct transport *t, raft_id id, const char *address)
+{
+    if (id == 0 || id == t->opt.self)
+        return -1;
+    struct tpeer *p = peer_find(t, id);
+    if (address == NULL || address[0] == '\0') {
+        if (p == NULL)
+            return 0;
+        out_close(p, "removed");
+        evtimer_del(p->ev_redial);
+        p->address[0] = '\0';
+        return 0;
+    }
+    if (p != NULL && strcmp(p->address, address) == 0)
+        return 0;
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL)
+            return -1;
+        p->t = t;
+        p->id = id;
+        p->backoff_ms = BACKOFF_MIN_MS;
+        p->ev_redial = evtimer_new(t->base, on_redial, p);
+        if (p->ev_redial == NULL) {
+            free(p);
+            return -1;
+        }
+        p->next = t->peers;
+        t->peers = p;
+    } else {
+        evtimer_del(p->ev_redial);
+        if (p->out)
+            out_close(p, "address changed");
+        evtimer_del(p->ev_redial);
+    }
+    snprintf(p->address, sizeof(p->address), "%s", address);
+    p->backoff_ms = BACKOFF_MIN_MS;
+    dial(p);
+    return 0;
+}
+
+void transport_set_local_state(struct transport *t, bool has_cluster,
+                               const struct raft_config *config)
+{
+    t->has_cluster = has_cluster;
+    if (config)
+        t->config = *config;
+    else
+        memset(&t->config, 0, sizeof(t->config));
+}
+
+bool transport_peer_connected(const struct transport *t, raft_id id)
+{
+    const struct tpeer *p = peer_find(t, id);
+    return p != NULL && p->up;
+}
+
+const char *transport_peer_api(const struct transport *t, raft_id id)
+{
+    const struct tpeer *p = peer_find(t, id);
+    if (p == NULL || p->info.api_address[0] == '\0')
+        return NULL;
+    return p->info.api_address;
+}
+
+void transport_get_stats(const struct transport *t, struct transport_stats *out)
+{
+    *out = t->stats;
+}
+
+/* ---- life cycle --------------------------------------------------------------------- */
+
+struct transport *transport_new(struct event_base *base, const struct transport_options *o,
+                                const struct transport_callbacks *cb, char *why, size_t whylen)
+{
+    char host[256];
+    uint16_t port;
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (cfg_split_hostport(o->listen, host, sizeof(host), &port) != 0) {
+        snprintf(why, whylen, "raft.listen %s: not HOST:PORT", o->listen);
+        return NULL;
+    }
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        sl = sizeof(*s6);
+    } else if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        sl = sizeof(*s4);
+    } else {
+        snprintf(why, whylen, "raft.listen %s: needs an IP address, not a name", o->listen);
+        return NULL;
+    }
+    struct transport *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    t->base = base;
+    t->opt = *o;
+    t->cluster_name = strdup(o->cluster_name);
+    t->api_address = strdup(o->api_address ? o->api_address : "");
+    t->cb = *cb;
+    t->rng = o->seed | 1;
+    t->listener = evconnlistener_new_bind(
+        base, on_accept, t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        128, (struct sockaddr *)&ss, (int)sl);
+    if (t->listener == NULL || t->cluster_name == NULL || t->api_address == NULL) {
+        snprintf(why, whylen, "raft.listen %s: bind: %s", o->listen, strerror(errno));
+        if (t->listener)
+            evconnlistener_free(t->listener);
+        free(t->cluster_name);
+        free(t->api_address);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void transport_free(struct transport *t)
+{
+    if (t == NULL)
+        return;
+    while (t->inbound)
+        in_close(t->inbound);
+    while (t->peers) {
+        struct tpeer *p = t->peers;
+        t->peers = p->next;
+        if (p->out) {
+            bufferevent_free(p->out->bev);
+            free(p->out);
+            p->out = NULL;
+        }
+        queue_clear(p);
+        event_free(p->ev_redial);
+        free(p);
+    }
+    evconnlistener_free(t->listener);
+    free(t->cluster_name);
+    free(t->api_address);
+    free(t);
+}

@@ -1,0 +1,102 @@
+/*
+ * transport.h - Raft peer connections (port 6821).
+ *
+ * Each replica dials every peer it knows and sends its messages on that connection; it
+ * receives on the connections peers dial to it. Every connection starts with a Handshake
+ * frame in both directions (proto/raft.proto): cluster name, protocol version, node id,
+ * whether the sender already runs a cluster and with which members, and the address of
+ * its client API.
+ *
+ * Guarantees:
+ *   - A peer of another cluster, of another protocol version, or claiming an id that does
+ *     not fit the address dialled is refused; the refusal is logged once per peer and
+ *     address, not on every retry. Garbage (undecodable frames, frames over the size
+ *     limit, checked before anything is allocated) closes the connection and is counted;
+ *     it never reaches the Raft core.
+ *   - Sending never blocks the loop: messages queue per peer, in two lanes. Control
+ *     messages (votes, heartbeats, responses, small appends) always go before bulk ones
+ *     (snapshot chunks, large appends), and bulk frames are handed to the socket only
+ *     while its buffer is nearly empty, so a snapshot transfer never delays a heartbeat
+ *     by more than one chunk. A peer whose queue is full loses new messages (Raft
+ *     retries) and the drop is counted.
+ *   - Reconnection uses jittered exponential back-off (50 ms doubling to 2 s).
+ *
+ * Ownership: messages handed to transport_send() are encoded at once; the caller keeps
+ * its message. Received messages are decoded into memory that lives until the receive
+ * callback returns.
+ */
+#ifndef SPUR_TRANSPORT_H
+#define SPUR_TRANSPORT_H
+
+#include "raft.h"
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* What a peer told about itself in its handshake. */
+struct transport_peer_info {
+    raft_id id;
+    bool has_cluster;          /* it has Raft state */
+    bool lists_us;             /* its configuration includes our id (when has_cluster) */
+    char api_address[300];     /* its client API, "" when unknown */
+};
+
+struct transport_callbacks {
+    /* A decoded message from a peer; valid during the call. */
+    void (*on_message)(void *arg, const struct raft_msg *m);
+    /* A peer finished its handshake (up) or its connections all closed (down). */
+    void (*on_peer)(void *arg, const struct transport_peer_info *info, bool up);
+    void *arg;
+};
+
+struct transport_options {
+    raft_id self;
+    const char *cluster_name;
+    const char *listen;      /* raft.listen */
+    const char *api_address; /* what we announce for our client API */
+    uint32_t max_frame;      /* controller.max_frame_bytes */
+    uint64_t seed;           /* back-off jitter */
+};
+
+struct transport;
+
+struct transport *transport_new(struct event_base *base, const struct transport_options *o,
+                                const struct transport_callbacks *cb, char *why, size_t whylen);
+void transport_free(struct transport *t);
+
+/* Add or update (address changed) a peer to dial; address NULL or "" forgets it. */
+int transport_set_peer(struct transport *t, raft_id id, const char *address);
+/* What our handshakes say about our own state; call when it changes. */
+void transport_set_local_state(struct transport *t, bool has_cluster,
+                               const struct raft_config *config);
+
+/* Encode and queue m for m->to. Drops it (counted) when the peer is unknown or backed up. */
+void transport_send(struct transport *t, const struct raft_msg *m);
+
+/*
+ * The same in two steps, for messages that must wait (Raft's "send after persist"): encode
+ * now, while the core's message is valid, and send later. transport_send_frame() takes
+ * ownership; transport_frame_free() drops a frame that will not be sent.
+ */
+struct tframe;
+struct tframe *transport_encode(struct transport *t, const struct raft_msg *m);
+void transport_send_frame(struct transport *t, struct tframe *f);
+void transport_frame_free(struct tframe *f);
+
+bool transport_peer_connected(const struct transport *t, raft_id id);
+/* The peer's client API address from its handshake, or NULL. */
+const char *transport_peer_api(const struct transport *t, raft_id id);
+
+struct transport_stats {
+    uint64_t sent_by_type[RAFT_MSG_TYPE_MAX + 1];
+    uint64_t received_by_type[RAFT_MSG_TYPE_MAX + 1];
+    uint64_t dropped;          /* queue full or peer unknown */
+    uint64_t refused;          /* handshakes refused (other cluster, version, id) */
+    uint64_t bad_frames;       /* undecodable or oversized */
+    uint64_t bytes_sent;
+    uint64_t bytes_received;
+};
+void transport_get_stats(const struct transport *t, struct transport_stats *out);
+
+#endif
