@@ -1,0 +1,897 @@
+/*
+ * test_sbatch.c - sbatch's pure rules (client/sbatch_parse.c).
+ *
+ * Pinned here:
+ *   - -t in every Slurm form, seconds rounding up, UNLIMITED/INFINITE, and the malformed
+ *     ones refused; --mem with and without K/M/G/T, rounding of kilobytes, overflow.
+ *   - The command line: --opt=value, --opt value, -Xvalue, -X value, bundled flags,
+ *     unambiguous prefixes, ambiguous and unknown options named in the error, missing
+ *     and unexpected arguments, stopping at the script, "--", counts of at least 1.
+ *   - #SBATCH lines: read only before the first command; "# SBATCH", indented and
+ *     "#SBATCHX" lines are comments; tabs; quotes and backslashes; '#' comments after
+ *     options; errors that name the line; options refused in a script; last one wins.
+ *   - The command line overrides directives, whatever the order of either.
+ *   - Defaults (name, stdout/stderr, workdir, counts), -D relative and absolute.
+ *   - Script checks: missing, empty, whitespace only, no "#!" first line, DOS line
+ *     breaks, NUL bytes; oversized scripts refused naming size and limit, the exact
+ *     limit accepted.
+ *   - --wrap: the script it builds, and a script file with it refused.
+ *   - --export: ALL, NONE, names, NAME=value, ALL plus overrides, quotes, bad names.
+ */
+#include "sbatch_parse.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char err[512];
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+/* Parse a NULL-terminated list of words as a command line (argv[0] = "sbatch"). */
+static int args(struct sbp_opts *o, int *script_index, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    argv[argc++] = "sbatch";
+    va_start(ap, script_index);
+    for (char *w; (w = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = w;
+    va_end(ap);
+    argv[argc] = NULL;
+    int si;
+    memset(o, 0, sizeof(*o));
+    err[0] = '\0';
+    int rc = sbp_parse_args(o, argc, argv, &si, err, sizeof(err));
+    if (script_index)
+        *script_index = si;
+    return rc;
+}
+
+static int directives(struct sbp_opts *o, const char *script)
+{
+    memset(o, 0, sizeof(*o));
+    err[0] = '\0';
+    return sbp_parse_directives(o, script, strlen(script), err, sizeof(err));
+}
+
+static char *test_env[] = {"HOME=/home/alice", "PATH=/usr/bin:/bin", "LANG=C",
+                           "EMPTY=",           "NOEQUALS",           NULL};
+
+static struct sbp_context ctx(const char *script_path)
+{
+    struct sbp_context c = {
+        .cwd = "/home/alice/work",
+        .script_path = script_path,
+        .environ = test_env,
+        .max_script_bytes = 1024,
+        .user = "alice",
+        .uid = 1000,
+        .gid = 100,
+    };
+    return c;
+}
+
+/* Build a job from a command line (words, NULL-terminated) and a script. */
+static int build(struct sbp_job *job, const char *script, const char *path, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    argv[argc++] = "sbatch";
+    va_start(ap, path);
+    for (char *w; (w = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = w;
+    va_end(ap);
+    argv[argc] = NULL;
+    struct sbp_opts o = {0};
+    int si;
+    err[0] = '\0';
+    memset(job, 0, sizeof(*job));
+    int rc = sbp_parse_args(&o, argc, argv, &si, err, sizeof(err));
+    if (rc == 0) {
+        struct sbp_context c = ctx(path);
+        rc = sbp_build(&o, script, script ? strlen(script) : 0, &c, job, err, sizeof(err));
+    }
+    sbp_opts_free(&o);
+    return rc;
+}
+
+#define ASSERT_ERR_HAS(needle)                                                                     \
+    do {                                                                                           \
+        if (strstr(err, (needle)) == NULL)                                                         \
+            ck_abort_msg("error \"%s\" does not contain \"%s\"", err, (needle));                   \
+    } while (0)
+
+/* ---- -t ----------------------------------------------------------------------------- */
+
+static const struct {
+    const char *in;
+    uint32_t minutes;
+} good_times[] = {
+    {"10", 10},          {"0", 0},         {"1440", 1440},   {"5:00", 5},      {"5:30", 6},
+    {"0:30", 1},         {"0:00", 0},      {"90:00", 90},    {"1:00:00", 60},  {"48:00:00", 2880},
+    {"0:00:01", 1},      {"2:30:00", 150}, {"1-0", 1440},    {"2-12", 3600},   {"1-2:30", 1590},
+    {"1-2:30:01", 1591}, {"0-0:0:59", 1},  {"UNLIMITED", 0}, {"unlimited", 0}, {"INFINITE", 0},
+    {"Infinite", 0},     {"007", 7},
+};
+
+START_TEST(test_time_good)
+{
+    uint32_t m = 12345;
+    int rc = sbp_parse_time(good_times[_i].in, &m, err, sizeof(err));
+    ck_assert_msg(rc == 0, "%s: %s", good_times[_i].in, err);
+    ck_assert_uint_eq(m, good_times[_i].minutes);
+}
+END_TEST
+
+static const char *const bad_times[] = {
+    "",
+    "abc",
+    "10m",
+    " 10",
+    "10 ",
+    "1:2:3:4",
+    "1-",
+    "-1",
+    "1-2-3",
+    "1:60",
+    "1:00:60",
+    "1:60:00",
+    "1-2:60",
+    "1-2:3:60",
+    ":30",
+    "1::2",
+    "1:",
+    "+5",
+    "1.5",
+    "99999999999",
+    "1-2:3:4:5",
+    "x-1",
+    "4294967295:00:00",
+};
+
+START_TEST(test_time_bad)
+{
+    uint32_t m = 777;
+    ck_assert_int_eq(sbp_parse_time(bad_times[_i], &m, err, sizeof(err)), -1);
+    ck_assert_uint_eq(m, 777);
+    ASSERT_ERR_HAS("invalid time limit");
+}
+END_TEST
+
+/* ---- --mem -------------------------------------------------------------------------- */
+
+START_TEST(test_mem)
+{
+    static const struct {
+        const char *in;
+        uint64_t mb;
+    } good[] = {
+        {"100", 100},    {"0", 0},
+        {"512M", 512},   {"512m", 512},
+        {"4G", 4096},    {"4g", 4096},
+        {"1T", 1048576}, {"2t", 2097152},
+        {"1K", 1},       {"1024K", 1},
+        {"1025K", 2},    {"2048k", 2},
+        {"0K", 0},       {"18014398509481983G", 18014398509481983ull * 1024},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        uint64_t mb = 1;
+        ck_assert_msg(sbp_parse_mem(good[i].in, &mb, err, sizeof(err)) == 0, "%s: %s", good[i].in,
+                      err);
+        ck_assert_uint_eq(mb, good[i].mb);
+    }
+    static const char *const bad[] = {"",
+                                      "G",
+                                      "4GB",
+                                      "4X",
+                                      "-1",
+                                      "1.5G",
+                                      " 4G",
+                                      "4 G",
+                                      "M4",
+                                      "99999999999999999999",
+                                      "18014398509481984G",
+                                      "17592186044416T"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t mb = 9;
+        ck_assert_msg(sbp_parse_mem(bad[i], &mb, err, sizeof(err)) == -1, "%s accepted", bad[i]);
+        ck_assert_uint_eq(mb, 9);
+        ASSERT_ERR_HAS("--mem");
+    }
+}
+END_TEST
+
+/* ---- the command line --------------------------------------------------------------- */
+
+START_TEST(test_option_forms)
+{
+    struct sbp_opts o;
+    const char *const forms[][3] = {
+        {"--job-name=foo", NULL, NULL}, {"--job-name", "foo", NULL}, {"-J", "foo", NULL},
+        {"-Jfoo", NULL, NULL},          {"--job=foo", NULL, NULL}, /* a unique prefix */
+    };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        int si;
+        ck_assert_int_eq(args(&o, &si, forms[i][0], forms[i][1], forms[i][2], NULL), 0);
+        ck_assert(o.set & SBP_NAME);
+        ck_assert_str_eq(o.name, "foo");
+        sbp_opts_free(&o);
+    }
+    /* "--opt=" with '=' inside the value keeps the rest. */
+    ck_assert_int_eq(args(&o, NULL, "--export=A=b=c", NULL), 0);
+    ck_assert_str_eq(o.export_spec, "A=b=c");
+    sbp_opts_free(&o);
+    /* A value that looks like an option is still the value. */
+    ck_assert_int_eq(args(&o, NULL, "-J", "-N", NULL), 0);
+    ck_assert_str_eq(o.name, "-N");
+    ck_assert(!(o.set & SBP_NODES));
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_every_option)
+{
+    struct sbp_opts o;
+    int si;
+    ck_assert_int_eq(args(&o, &si, "-J", "n", "-p", "gpu", "-N", "2", "-n", "8", "-c", "4", "--mem",
+                          "2G", "-t", "1:00:00", "-o", "out.%j", "-e", "err.%j", "-D", "/tmp", "-H",
+                          "--export=NONE", "--parsable", "-Q", "job.sh", NULL),
+                     0);
+    ck_assert_int_eq(si, 25);
+    ck_assert_str_eq(o.name, "n");
+    ck_assert_str_eq(o.partition, "gpu");
+    ck_assert_uint_eq(o.nodes, 2);
+    ck_assert_uint_eq(o.ntasks, 8);
+    ck_assert_uint_eq(o.cpus_per_task, 4);
+    ck_assert_uint_eq(o.mem_mb, 2048);
+    ck_assert_uint_eq(o.time_min, 60);
+    ck_assert_str_eq(o.output, "out.%j");
+    ck_assert_str_eq(o.error, "err.%j");
+    ck_assert_str_eq(o.chdir, "/tmp");
+    ck_assert(o.hold && o.parsable && o.quiet);
+    ck_assert_str_eq(o.export_spec, "NONE");
+    sbp_opts_free(&o);
+
+    /* Long names of the short ones, and --workdir for --chdir. */
+    ck_assert_int_eq(args(&o, &si, "--partition=p", "--nodes=3", "--ntasks=5", "--cpus-per-task=2",
+                          "--time=7", "--output=o", "--error=e", "--chdir=d", "--hold", "--quiet",
+                          NULL),
+                     0);
+    ck_assert_uint_eq(o.nodes, 3);
+    ck_assert_uint_eq(o.ntasks, 5);
+    ck_assert_uint_eq(o.cpus_per_task, 2);
+    ck_assert_uint_eq(o.time_min, 7);
+    ck_assert_str_eq(o.chdir, "d");
+    ck_assert_int_eq(si, 11);
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, &si, "--workdir=/w", NULL), 0);
+    ck_assert_str_eq(o.chdir, "/w");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_bundled_flags)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(args(&o, NULL, "-HQ", NULL), 0);
+    ck_assert(o.hold && o.quiet);
+    sbp_opts_free(&o);
+    /* A flag, then an option taking the rest of the word as its value. */
+    ck_assert_int_eq(args(&o, NULL, "-HJname", NULL), 0);
+    ck_assert(o.hold);
+    ck_assert_str_eq(o.name, "name");
+    sbp_opts_free(&o);
+    /* ... or the next word. */
+    ck_assert_int_eq(args(&o, NULL, "-QN", "4", NULL), 0);
+    ck_assert(o.quiet);
+    ck_assert_uint_eq(o.nodes, 4);
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_bad_options)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(args(&o, NULL, "--bogus=1", NULL), -1);
+    ASSERT_ERR_HAS("unrecognized option '--bogus'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "--account=x", NULL), -1);
+    ASSERT_ERR_HAS("'--account'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-X", NULL), -1);
+    ASSERT_ERR_HAS("'X'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-HZ", NULL), -1);
+    ASSERT_ERR_HAS("'Z'");
+    sbp_opts_free(&o);
+    /* --n could be --nodes or --ntasks. */
+    ck_assert_int_eq(args(&o, NULL, "--n=2", NULL), -1);
+    ASSERT_ERR_HAS("ambiguous option '--n'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-J", NULL), -1);
+    ASSERT_ERR_HAS("requires an argument");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "--time", NULL), -1);
+    ASSERT_ERR_HAS("'--time' requires an argument");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "--hold=yes", NULL), -1);
+    ASSERT_ERR_HAS("'--hold' doesn't allow an argument");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-J", "", NULL), -1);
+    ASSERT_ERR_HAS("non-empty");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_bad_counts)
+{
+    static const char *const bad[] = {"0", "-1", "abc", "1x", "", "2-4", "4294967296", " 1"};
+    static const char *const opt[] = {"-N", "-n", "-c"};
+    for (size_t k = 0; k < 3; k++) {
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            struct sbp_opts o;
+            ck_assert_msg(args(&o, NULL, opt[k], bad[i], NULL) == -1, "%s '%s' accepted", opt[k],
+                          bad[i]);
+            ASSERT_ERR_HAS("at least 1");
+            sbp_opts_free(&o);
+        }
+    }
+    struct sbp_opts o;
+    ck_assert_int_eq(args(&o, NULL, "-N", "4294967295", NULL), 0);
+    ck_assert_uint_eq(o.nodes, 4294967295u);
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-t", "soon", NULL), -1);
+    ASSERT_ERR_HAS("soon");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "--mem=lots", NULL), -1);
+    ASSERT_ERR_HAS("lots");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_stops_at_script)
+{
+    struct sbp_opts o;
+    int si;
+    /* Words after the script belong to it, options included. */
+    ck_assert_int_eq(args(&o, &si, "-N", "2", "job.sh", "-N", "3", NULL), 0);
+    ck_assert_int_eq(si, 3);
+    ck_assert_uint_eq(o.nodes, 2);
+    sbp_opts_free(&o);
+    /* "--" ends the options. */
+    ck_assert_int_eq(args(&o, &si, "-H", "--", "-weird-name.sh", NULL), 0);
+    ck_assert_int_eq(si, 3);
+    sbp_opts_free(&o);
+    /* "-" alone is a word, not an option. */
+    ck_assert_int_eq(args(&o, &si, "-", NULL), 0);
+    ck_assert_int_eq(si, 1);
+    sbp_opts_free(&o);
+    /* No script: the index is argc. */
+    ck_assert_int_eq(args(&o, &si, "-H", NULL), 0);
+    ck_assert_int_eq(si, 2);
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_help_version)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(args(&o, NULL, "--help", NULL), 0);
+    ck_assert(o.set & SBP_HELP);
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-h", NULL), 0);
+    ck_assert(o.set & SBP_HELP);
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "-V", NULL), 0);
+    ck_assert(o.set & SBP_VERSION);
+    sbp_opts_free(&o);
+    ck_assert_int_eq(args(&o, NULL, "--usage", NULL), 0);
+    ck_assert(o.set & SBP_USAGE);
+    sbp_opts_free(&o);
+}
+END_TEST
+
+/* ---- #SBATCH ------------------------------------------------------------------------ */
+
+START_TEST(test_directives_basic)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/bash\n"
+                                    "#SBATCH -J first\n"
+                                    "#SBATCH --partition=debug\n"
+                                    "#SBATCH -N 2 --ntasks=4\n"
+                                    "#SBATCH\t-t\t10\n"
+                                    "#SBATCH --mem 1G\n"
+                                    "srun hostname\n"),
+                     0);
+    ck_assert_str_eq(o.name, "first");
+    ck_assert_str_eq(o.partition, "debug");
+    ck_assert_uint_eq(o.nodes, 2);
+    ck_assert_uint_eq(o.ntasks, 4);
+    ck_assert_uint_eq(o.time_min, 10);
+    ck_assert_uint_eq(o.mem_mb, 1024);
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_directives_stop_at_first_command)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n"
+                                    "\n"
+                                    "# a comment\n"
+                                    "   \t\n"
+                                    "#SBATCH -J kept\n"
+                                    "echo start\n"
+                                    "#SBATCH -J ignored\n"
+                                    "#SBATCH --bogus-after-command\n"),
+                     0);
+    ck_assert_str_eq(o.name, "kept");
+    sbp_opts_free(&o);
+    /* An indented command counts as a command too. */
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n  true\n#SBATCH -J late\n"), 0);
+    ck_assert(!(o.set & SBP_NAME));
+    sbp_opts_free(&o);
+    /* Without a newline at the end. */
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J last"), 0);
+    ck_assert_str_eq(o.name, "last");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_directives_that_are_comments)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n"
+                                    "# SBATCH -J spaced\n"
+                                    "  #SBATCH -J indented\n"
+                                    "#SBATCHX -J glued\n"
+                                    "##SBATCH -J doubled\n"
+                                    "#sbatch -J lower\n"
+                                    "#SBATCH\n"
+                                    "#SBATCH   \n"
+                                    "#SBATCH --bogus-in-comment-free-line-is-an-error-below\n"),
+                     -1);
+    /* Everything before the last line was a comment; the last is a real directive. */
+    ASSERT_ERR_HAS("line 9");
+    ASSERT_ERR_HAS("--bogus-in-comment");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n"
+                                    "# SBATCH -J spaced\n"
+                                    "  #SBATCH -J indented\n"
+                                    "#SBATCHX -J glued\n"
+                                    "#SBATCH\n"),
+                     0);
+    ck_assert_uint_eq(o.set, 0);
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_directives_quotes)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"my job\"\n"), 0);
+    ck_assert_str_eq(o.name, "my job");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --job-name='a b  c'\n"), 0);
+    ck_assert_str_eq(o.name, "a b  c");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --job-name=x\"y z\"w\n"), 0);
+    ck_assert_str_eq(o.name, "xy zw");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J a\\ b\n"), 0);
+    ck_assert_str_eq(o.name, "a b");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"say \\\"hi\\\"\"\n"), 0);
+    ck_assert_str_eq(o.name, "say \"hi\"");
+    sbp_opts_free(&o);
+    /* No expansion: $HOME stays as written. */
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -o $HOME/out\n"), 0);
+    ck_assert_str_eq(o.output, "$HOME/out");
+    sbp_opts_free(&o);
+    /* A '#' inside quotes is kept. */
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"a # b\"\n"), 0);
+    ck_assert_str_eq(o.name, "a # b");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"open\n"), -1);
+    ASSERT_ERR_HAS("line 2");
+    ASSERT_ERR_HAS("unterminated quote");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n\n#SBATCH -J 'open\n"), -1);
+    ASSERT_ERR_HAS("line 3");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_directives_trailing_comment)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J name # the job's name\n"), 0);
+    ck_assert_str_eq(o.name, "name");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --time=10 #ten minutes\n"), 0);
+    ck_assert_uint_eq(o.time_min, 10);
+    sbp_opts_free(&o);
+    /* A '#' inside a word is part of it. */
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -o out#1.txt\n"), 0);
+    ck_assert_str_eq(o.output, "out#1.txt");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_directives_errors)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J ok\n#SBATCH --frobnicate\n"), -1);
+    ASSERT_ERR_HAS("batch script line 3");
+    ASSERT_ERR_HAS("unrecognized option '--frobnicate'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -N two\n"), -1);
+    ASSERT_ERR_HAS("line 2");
+    ASSERT_ERR_HAS("two");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH stray\n"), -1);
+    ASSERT_ERR_HAS("'stray'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --wrap=ls\n"), -1);
+    ASSERT_ERR_HAS("not valid in a batch script");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --help\n"), -1);
+    ASSERT_ERR_HAS("not valid in a batch script");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -V\n"), -1);
+    ASSERT_ERR_HAS("'-V'");
+    sbp_opts_free(&o);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J\n"), -1);
+    ASSERT_ERR_HAS("requires an argument");
+    sbp_opts_free(&o);
+}
+END_TEST
+
+START_TEST(test_directives_last_wins)
+{
+    struct sbp_opts o;
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J a\n#SBATCH -J b -t 5 --time=6\n"), 0);
+    ck_assert_str_eq(o.name, "b");
+    ck_assert_uint_eq(o.time_min, 6);
+    sbp_opts_free(&o);
+}
+END_TEST
+
+/* ---- building the job ------------------------------------------------------------------ */
+
+static const char *script_with_directives = "#!/bin/sh\n"
+                                            "#SBATCH -J from_script\n"
+                                            "#SBATCH -N 2\n"
+                                            "#SBATCH -t 10\n"
+                                            "#SBATCH -p script_part\n"
+                                            "#SBATCH -o script.out\n"
+                                            "#SBATCH --export=NONE\n"
+                                            "hostname\n";
+
+START_TEST(test_cli_overrides_directives)
+{
+    struct sbp_job j;
+    ck_assert_int_eq(build(&j, script_with_directives, "/x/job.sh", "-J", "from_cli", "-t",
+                           "UNLIMITED", "--export=LANG", NULL),
+                     0);
+    ck_assert_str_eq(j.name, "from_cli");
+    ck_assert_uint_eq(j.time_min, 0);
+    ck_assert_uint_eq(j.nodes, 2);
+    ck_assert_str_eq(j.partition, "script_part");
+    ck_assert_str_eq(j.stdout_path, "script.out");
+    ck_assert_str_eq(j.stderr_path, "script.out");
+    ck_assert_uint_eq(j.nenv, 1);
+    ck_assert_str_eq(j.env[0], "LANG=C");
+    sbp_job_free(&j);
+
+    /* The script's values apply when the command line says nothing. */
+    ck_assert_int_eq(build(&j, script_with_directives, "/x/job.sh", NULL), 0);
+    ck_assert_str_eq(j.name, "from_script");
+    ck_assert_uint_eq(j.time_min, 10);
+    ck_assert_uint_eq(j.nenv, 0);
+    sbp_job_free(&j);
+
+    /* Command-line flags also win: -N on the command line over the script's. */
+    ck_assert_int_eq(build(&j, script_with_directives, "/x/job.sh", "-N", "5", "-p", "cli", NULL),
+                     0);
+    ck_assert_uint_eq(j.nodes, 5);
+    ck_assert_uint_eq(j.ntasks, 5);
+    ck_assert_str_eq(j.partition, "cli");
+    sbp_job_free(&j);
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+    struct sbp_job j;
+    ck_assert_int_eq(build(&j, "#!/bin/sh\nhostname\n", "scripts/run.sh", NULL), 0);
+    ck_assert_str_eq(j.name, "run.sh");
+    ck_assert_str_eq(j.partition, "");
+    ck_assert_str_eq(j.stdout_path, "slurm-%j.out");
+    ck_assert_str_eq(j.stderr_path, "slurm-%j.out");
+    ck_assert_str_eq(j.workdir, "/home/alice/work");
+    ck_assert_uint_eq(j.nodes, 1);
+    ck_assert_uint_eq(j.ntasks, 1);
+    ck_assert_uint_eq(j.cpus_per_task, 1);
+    ck_assert_uint_eq(j.mem_mb, 0);
+    ck_assert_uint_eq(j.time_min, 0);
+    ck_assert(!j.hold && !j.parsable && !j.quiet);
+    ck_assert_str_eq(j.user, "alice");
+    ck_assert_uint_eq(j.uid, 1000);
+    ck_assert_uint_eq(j.gid, 100);
+    ck_assert_str_eq(j.script, "#!/bin/sh\nhostname\n");
+    ck_assert_uint_eq(j.script_len, 19);
+    /* --export defaults to ALL: every NAME=value entry of the environment, in order. */
+    ck_assert_uint_eq(j.nenv, 4);
+    ck_assert_str_eq(j.env[0], "HOME=/home/alice");
+    ck_assert_str_eq(j.env[3], "EMPTY=");
+    ck_assert_ptr_null(j.env[4]);
+    sbp_job_free(&j);
+
+    /* From standard input the name is "sbatch". */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", NULL, NULL), 0);
+    ck_assert_str_eq(j.name, "sbatch");
+    sbp_job_free(&j);
+
+    /* -o alone sends stderr there too; -e alone leaves stdout at the default. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-o", "o.txt", NULL), 0);
+    ck_assert_str_eq(j.stdout_path, "o.txt");
+    ck_assert_str_eq(j.stderr_path, "o.txt");
+    sbp_job_free(&j);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-e", "e.txt", NULL), 0);
+    ck_assert_str_eq(j.stdout_path, "slurm-%j.out");
+    ck_assert_str_eq(j.stderr_path, "e.txt");
+    sbp_job_free(&j);
+
+    /* -D: relative to the current directory, or absolute. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-D", "sub/dir", NULL), 0);
+    ck_assert_str_eq(j.workdir, "/home/alice/work/sub/dir");
+    sbp_job_free(&j);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--chdir=/scratch", NULL), 0);
+    ck_assert_str_eq(j.workdir, "/scratch");
+    sbp_job_free(&j);
+
+    /* -n given: not derived from -N. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-N", "2", "-n", "7", NULL), 0);
+    ck_assert_uint_eq(j.ntasks, 7);
+    sbp_job_free(&j);
+}
+END_TEST
+
+START_TEST(test_job_to_spec)
+{
+    struct sbp_job j;
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-H", "--mem=3G", "-c", "2", NULL), 0);
+    Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+    sbp_job_to_spec(&j, &spec);
+    ck_assert_str_eq(spec.name, "a.sh");
+    ck_assert(spec.hold);
+    ck_assert_uint_eq(spec.mem_mb, 3072);
+    ck_assert_uint_eq(spec.cpus_per_task, 2);
+    ck_assert_uint_eq(spec.script.len, j.script_len);
+    ck_assert_mem_eq(spec.script.data, "#!/bin/sh\ntrue\n", spec.script.len);
+    ck_assert_uint_eq(spec.n_env, j.nenv);
+    ck_assert_uint_eq(spec.uid, 1000);
+    ck_assert_str_eq(spec.workdir, "/home/alice/work");
+    sbp_job_free(&j);
+}
+END_TEST
+
+/* ---- scripts -------------------------------------------------------------------------- */
+
+START_TEST(test_script_checks)
+{
+    struct sbp_job j;
+    ck_assert_int_eq(build(&j, NULL, NULL, NULL), -1);
+    ASSERT_ERR_HAS("no batch script");
+    ck_assert_int_eq(build(&j, "", "a.sh", NULL), -1);
+    ASSERT_ERR_HAS("Batch script is empty!");
+    ck_assert_int_eq(build(&j, " \n\t\n", "a.sh", NULL), -1);
+    ASSERT_ERR_HAS("only whitespace");
+    ck_assert_int_eq(build(&j, "echo hello\n", "a.sh", NULL), -1);
+    ASSERT_ERR_HAS("This does not look like a batch script");
+    ASSERT_ERR_HAS("#!");
+    ck_assert_int_eq(build(&j, "\n#!/bin/sh\necho\n", "a.sh", NULL), -1);
+    ASSERT_ERR_HAS("This does not look like a batch script");
+    ck_assert_int_eq(build(&j, "#SBATCH -J x\necho\n", "a.sh", NULL), -1);
+    ASSERT_ERR_HAS("This does not look like a batch script");
+    ck_assert_int_eq(build(&j, "#!/bin/sh\r\necho\r\n", "a.sh", NULL), -1);
+    ASSERT_ERR_HAS("DOS line breaks");
+    /* A lone \r is not a DOS line break. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\necho a\rb\n", "a.sh", NULL), 0);
+    sbp_job_free(&j);
+
+    /* NUL bytes: built by hand, as strlen would stop at them. */
+    static const char with_nul[] = "#!/bin/sh\necho\0x\n";
+    ck_assert_int_eq(sbp_check_script(with_nul, sizeof(with_nul) - 1, err, sizeof(err)), -1);
+    ASSERT_ERR_HAS("NUL");
+    ASSERT_ERR_HAS("byte 14");
+    ck_assert_int_eq(sbp_check_script("#!", 2, err, sizeof(err)), 0);
+}
+END_TEST
+
+START_TEST(test_oversized_script)
+{
+    /* The context's limit is 1024 bytes. */
+    char big[2048];
+    memcpy(big, "#!/bin/sh\n", 10);
+    memset(big + 10, 'x', sizeof(big) - 11);
+    big[sizeof(big) - 1] = '\0';
+    struct sbp_job j;
+    ck_assert_int_eq(build(&j, big, "big.sh", NULL), -1);
+    ASSERT_ERR_HAS("2047 bytes");
+    ASSERT_ERR_HAS("limit of 1024 bytes");
+    ASSERT_ERR_HAS("controller.max_script_bytes");
+    ck_assert_ptr_null(strchr(err, '\n'));
+
+    /* Exactly at the limit is accepted, one over is not. */
+    big[1024] = '\0';
+    ck_assert_int_eq(build(&j, big, "big.sh", NULL), 0);
+    sbp_job_free(&j);
+    big[1024] = 'x';
+    big[1025] = '\0';
+    ck_assert_int_eq(build(&j, big, "big.sh", NULL), -1);
+    ASSERT_ERR_HAS("1025 bytes");
+
+    /* A --wrap command counts the same way. */
+    char cmd[1100];
+    memset(cmd, 'y', sizeof(cmd) - 1);
+    cmd[sizeof(cmd) - 1] = '\0';
+    ck_assert_int_eq(build(&j, NULL, NULL, "--wrap", cmd, NULL), -1);
+    ASSERT_ERR_HAS("limit of 1024 bytes");
+
+    /* A stream known only to be longer than the limit. */
+    ck_assert_int_eq(sbp_check_size(1025, false, 1024, err, sizeof(err)), -1);
+    ASSERT_ERR_HAS("larger than the limit of 1024 bytes");
+    ck_assert_int_eq(sbp_check_size(1024, true, 1024, err, sizeof(err)), 0);
+    ck_assert_int_eq(sbp_check_size((size_t)1 << 40, true, 0, err, sizeof(err)), 0);
+}
+END_TEST
+
+START_TEST(test_wrap)
+{
+    char *s = sbp_wrap_script("echo hi; sleep 1");
+    ck_assert_str_eq(s, "#!/bin/sh\necho hi; sleep 1\n");
+    free(s);
+
+    struct sbp_job j;
+    ck_assert_int_eq(build(&j, NULL, NULL, "--wrap=hostname", "-J", "w", NULL), 0);
+    ck_assert_str_eq(j.script, "#!/bin/sh\nhostname\n");
+    ck_assert_str_eq(j.name, "w");
+    sbp_job_free(&j);
+    ck_assert_int_eq(build(&j, NULL, NULL, "--wrap", "hostname", NULL), 0);
+    ck_assert_str_eq(j.name, "wrap");
+    sbp_job_free(&j);
+
+    /* A script file with --wrap is refused on the command line ... */
+    struct sbp_opts o;
+    ck_assert_int_eq(args(&o, NULL, "--wrap=ls", "job.sh", NULL), -1);
+    ASSERT_ERR_HAS("script argument not permitted with --wrap option");
+    sbp_opts_free(&o);
+    /* ... and by sbp_build when handed both. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\n", "job.sh", "--wrap=ls", NULL), -1);
+    ASSERT_ERR_HAS("not permitted with --wrap");
+}
+END_TEST
+
+/* ---- --export --------------------------------------------------------------------------- */
+
+static void assert_env(const char *spec, const char *const *want, size_t nwant)
+{
+    char **env;
+    size_t n;
+    ck_assert_msg(sbp_export_env(spec, test_env, &env, &n, err, sizeof(err)) == 0, "%s: %s",
+                  spec ? spec : "(null)", err);
+    ck_assert_uint_eq(n, nwant);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_str_eq(env[i], want[i]);
+    ck_assert_ptr_null(env[n]);
+    for (size_t i = 0; i < n; i++)
+        free(env[i]);
+    free(env);
+}
+
+START_TEST(test_export)
+{
+    const char *all[] = {"HOME=/home/alice", "PATH=/usr/bin:/bin", "LANG=C", "EMPTY="};
+    assert_env(NULL, all, 4);
+    assert_env("ALL", all, 4);
+    assert_env("all", all, 4);
+    assert_env("NONE", NULL, 0);
+    const char *named[] = {"LANG=C", "FOO=bar"};
+    assert_env("LANG,FOO=bar", named, 2);
+    /* Unset names are left out. */
+    const char *unset[] = {"HOME=/home/alice"};
+    assert_env("NOT_SET,HOME", unset, 1);
+    /* ALL plus overrides: replaced in place, new ones appended. */
+    const char *over[] = {"HOME=/home/alice", "PATH=/opt/bin", "LANG=C", "EMPTY=", "NEW=1"};
+    assert_env("ALL,PATH=/opt/bin,NEW=1", over, 5);
+    assert_env("PATH=/opt/bin,ALL,NEW=1", over, 5);
+    /* A later value of the same name wins. */
+    const char *twice[] = {"A=2"};
+    assert_env("A=1,A=2", twice, 1);
+    /* Quotes protect commas and are removed. */
+    const char *quoted[] = {"LIST=a,b", "Q=x y"};
+    assert_env("LIST='a,b',Q=\"x y\"", quoted, 2);
+    /* Empty value. */
+    const char *empty[] = {"E="};
+    assert_env("E=", empty, 1);
+    /* NONE in a list just means "not everything". */
+    const char *none_list[] = {"X=1"};
+    assert_env("NONE,X=1", none_list, 1);
+
+    static const char *const bad[] = {"1BAD", "A-B=1", "A,,B", "=x", ",", "A='x", "B=\"y"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char **env = (char **)1;
+        size_t n = 99;
+        ck_assert_msg(sbp_export_env(bad[i], test_env, &env, &n, err, sizeof(err)) == -1,
+                      "%s accepted", bad[i]);
+        ck_assert_ptr_null(env);
+        ck_assert_uint_eq(n, 0);
+        ASSERT_ERR_HAS("--export");
+    }
+    /* An empty environment. */
+    char **env;
+    size_t n;
+    ck_assert_int_eq(sbp_export_env("ALL", NULL, &env, &n, err, sizeof(err)), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_ptr_null(env[0]);
+    free(env);
+}
+END_TEST
+
+static Suite *sbatch_suite(void)
+{
+    Suite *s = suite_create("sbatch");
+    TCase *values = tcase_create("values");
+    tcase_add_loop_test(values, test_time_good, 0,
+                        (int)(sizeof(good_times) / sizeof(good_times[0])));
+    tcase_add_loop_test(values, test_time_bad, 0, (int)(sizeof(bad_times) / sizeof(bad_times[0])));
+    tcase_add_test(values, test_mem);
+    suite_add_tcase(s, values);
+
+    TCase *cmdline = tcase_create("command line");
+    tcase_add_test(cmdline, test_option_forms);
+    tcase_add_test(cmdline, test_every_option);
+    tcase_add_test(cmdline, test_bundled_flags);
+    tcase_add_test(cmdline, test_bad_options);
+    tcase_add_test(cmdline, test_bad_counts);
+    tcase_add_test(cmdline, test_stops_at_script);
+    tcase_add_test(cmdline, test_help_version);
+    suite_add_tcase(s, cmdline);
+
+    TCase *dir = tcase_create("directives");
+    tcase_add_test(dir, test_directives_basic);
+    tcase_add_test(dir, test_directives_stop_at_first_command);
+    tcase_add_test(dir, test_directives_that_are_comments);
+    tcase_add_test(dir, test_directives_quotes);
+    tcase_add_test(dir, test_directives_trailing_comment);
+    tcase_add_test(dir, test_directives_errors);
+    tcase_add_test(dir, test_directives_last_wins);
+    suite_add_tcase(s, dir);
+
+    TCase *job = tcase_create("job");
+    tcase_add_test(job, test_cli_overrides_directives);
+    tcase_add_test(job, test_defaults);
+    tcase_add_test(job, test_job_to_spec);
+    tcase_add_test(job, test_script_checks);
+    tcase_add_test(job, test_oversized_script);
+    tcase_add_test(job, test_wrap);
+    tcase_add_test(job, test_export);
+    suite_add_tcase(s, job);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(sbatch_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
