@@ -475,13 +475,14 @@ static int parse_u32(struct loader *L, const yaml_node_t *v, const char *key, ui
     if (*s == '\0' || strlen(s) > 12)
         return fail(L, line_of(v), key, "\"%s\" is not an integer in range %u..%u", s, min, max);
     uint64_t x = 0;
+    /* Plain decimal digits only: no sign, no "_", no leading zero (YAML 1.1 reads 010 as 8). */
     for (const char *p = s; *p; p++) {
-        if (*p == '_' && p != s)
-            continue;
         if (!isdigit((unsigned char)*p))
             return fail(L, line_of(v), key, "\"%s\" is not a non-negative integer", s);
         x = x * 10 + (uint64_t)(*p - '0');
     }
+    if (s[0] == '0' && s[1] != '\0')
+        return fail(L, line_of(v), key, "\"%s\": write integers without leading zeros", s);
     if (x < min || x > max)
         return fail(L, line_of(v), key, "%s is out of range %u..%u", s, min, max);
     *dst = (uint32_t)x;

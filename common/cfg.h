@@ -114,8 +114,8 @@ const char *cfg_default_path(void);
 void cfg_print(FILE *out, const struct cfg *c);
 
 /*
- * Split "host:port", "[v6]:port" or "v6addr-without-port"; host gets the bracket-free
- * host. Returns 0 or -1 for a malformed value.
+ * Split "host:port" or "[v6]:port"; host gets the bracket-free host. A port is required
+ * (1-65535); an IPv6 address must be in brackets. Returns 0 or -1 for a malformed value.
  */
 int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
 /*

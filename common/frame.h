@@ -10,7 +10,7 @@
  * bytes and refuses it before allocating anything when it exceeds the stream's maximum;
  * after such a refusal the stream is out of step and must be closed.
  *
- * frame_reader owns one heap buffer that grows to at most 4 + max_payload bytes. It does no
+ * frame_reader owns one heap buffer that grows to at most 4 + max_payload + 4096 bytes. It does no
  * I/O: the caller asks for space, reads into it, commits what it read and then takes
  * frames out one by one. A returned payload points into the buffer and stays valid until
  * the next call on the reader.

@@ -38,7 +38,7 @@ int log_enabled(enum log_level level);
 void log_event(enum log_level level, const char *comp, const char *msg, const char *kvfmt, ...)
     __attribute__((format(printf, 4, 5)));
 void log_eventv(enum log_level level, const char *comp, const char *msg, const char *kvfmt,
-                va_list ap);
+                va_list ap) __attribute__((format(printf, 4, 0)));
 
 /*
  * Write s into dst as a logfmt value: bare when it has no space, quote, '=' or control

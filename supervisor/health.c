@@ -4,7 +4,9 @@
 #include "health.h"
 
 #include "status.h"
+#include "util.h"
 
+#include <sched.h>
 #include <stddef.h>
 #include <sys/mman.h>
 
@@ -74,17 +76,33 @@ static void read_fields(struct health_shm *shm, struct health_inputs *out)
     out->stall_ns = atomic_load_explicit(&shm->stall_ns, memory_order_relaxed);
 }
 
+/*
+ * A live writer finishes an update in well under a microsecond unless it is preempted in
+ * the middle of one, so while the sequence is odd the reader gives the CPU away, and it
+ * keeps trying for up to READ_PATIENCE_NS: long enough to outlast a preemption on a busy
+ * node, short enough for a probe. Only a writer stopped or killed inside an update (or
+ * one publishing without pause, which the supervisor never does) outlasts it.
+ */
+#define READ_PATIENCE_NS (100ull * 1000000ull)
+
 void health_shm_read(struct health_shm *shm, struct health_inputs *out)
 {
-    for (int tries = 0; tries < 64; tries++) {
+    uint64_t deadline = 0;
+    for (;;) {
         uint32_t s1 = atomic_load_explicit(&shm->seq, memory_order_acquire);
-        if (s1 & 1u)
-            continue;
-        read_fields(shm, out);
-        atomic_thread_fence(memory_order_acquire);
-        uint32_t s2 = atomic_load_explicit(&shm->seq, memory_order_relaxed);
-        if (s1 == s2)
-            return;
+        if ((s1 & 1u) == 0) {
+            read_fields(shm, out);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&shm->seq, memory_order_relaxed) == s1)
+                return;
+        } else {
+            sched_yield();
+        }
+        uint64_t now = mono_ns();
+        if (deadline == 0)
+            deadline = now + READ_PATIENCE_NS;
+        else if (now > deadline)
+            break;
     }
     /*
      * The writer is stuck inside an update (it was SIGSTOPped or killed mid-write). Use

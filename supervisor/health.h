@@ -8,8 +8,9 @@
  *     dead > stalled > stopping > starting > noleader > ok.
  *   - The supervisor is the only writer of struct health_shm; the responder only reads.
  *     Writes go through a sequence lock, so a reader never sees half of an update (say, a
- *     new phase with an old leader). The reader never waits on the writer: it retries a
- *     bounded number of times and then uses what it has, which can only be older.
+ *     new phase with an old leader). The reader never blocks on the writer: while an
+ *     update is in progress it yields and retries, for at most 100 ms (a writer preempted
+ *     mid-update), and only a writer stopped inside an update makes it use what is there.
  *   - Stall is computed by the reader from last_frame_ns and its own monotonic clock, so a
  *     worker whose frames stop is reported stalled on time even if the supervisor's own
  *     timer is late; "dead" is written by the supervisor before it does anything else.
@@ -64,7 +65,7 @@ struct health_shm {
 struct health_shm *health_shm_create(void);
 /* Writer side: copy *in into the page under the sequence lock. */
 void health_shm_publish(struct health_shm *shm, const struct health_inputs *in);
-/* Reader side: a consistent snapshot (or the freshest possible after bounded retries). */
+/* Reader side: a consistent snapshot (or what is there after 100 ms of retries). */
 void health_shm_read(struct health_shm *shm, struct health_inputs *out);
 
 #endif

@@ -24,7 +24,9 @@ void notify_init(struct notifier *n)
     n->fd = -1;
     if (wd_usec != NULL) {
         char *end;
-        unsigned long long v = strtoull(wd_usec, &end, 10);
+        unsigned long long v = wd_usec[0] >= '0' && wd_usec[0] <= '9'
+                                   ? strtoull(wd_usec, &end, 10)
+                                   : (end = (char *)"x", 0); /* no sign, no blanks */
         bool for_us = true;
         if (wd_pid != NULL) {
             long p = strtol(wd_pid, NULL, 10);

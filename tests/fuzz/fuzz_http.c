@@ -1,0 +1,78 @@
+/*
+ * fuzz_http.c - http_parse_request() on arbitrary buffers.
+ *
+ * Byte 0 picks the header size limit; the rest is what a client sent. Every request found
+ * must lie inside the buffer (consumed <= len, and progress), carry a NUL-terminated path,
+ * parse the same from exactly its own bytes, and format into a response. Pipelined
+ * requests are taken out one after another until the parser wants more or refuses.
+ */
+#include "http.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "fuzz_http: check failed: %s (line %d)\n", #c, __LINE__);              \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_request(const struct http_request *r, const char *buf, size_t len,
+                          size_t max_header)
+{
+    CHECK(r->consumed > 0 && r->consumed <= len);
+    CHECK(memchr(r->path, '\0', sizeof(r->path)) != NULL);
+    CHECK(r->method == HTTP_GET || r->method == HTTP_HEAD || r->method == HTTP_OTHER);
+    CHECK(!(r->has_body && r->keep_alive));
+    enum http_route route = http_route_of(r);
+    CHECK(route == ROUTE_HEALTHZ || route == ROUTE_READYZ || route == ROUTE_NOT_FOUND);
+    if (r->path_truncated)
+        CHECK(route == ROUTE_NOT_FOUND && strlen(r->path) == HTTP_PATH_MAX - 1);
+
+    /* The request must not depend on the bytes after it. */
+    struct http_request alone;
+    char *copy = malloc(r->consumed);
+    CHECK(copy != NULL);
+    memcpy(copy, buf, r->consumed);
+    CHECK(http_parse_request(copy, r->consumed, max_header, &alone) == HTTP_REQUEST);
+    free(copy);
+    CHECK(alone.consumed == r->consumed && alone.method == r->method &&
+          alone.keep_alive == r->keep_alive && alone.has_body == r->has_body &&
+          alone.path_truncated == r->path_truncated && strcmp(alone.path, r->path) == 0);
+
+    char out[512];
+    size_t n = http_format_response(out, sizeof(out), route == ROUTE_NOT_FOUND ? 404 : 200, "ok\n",
+                                    r->method == HTTP_HEAD, r->keep_alive, r->method == HTTP_OTHER);
+    CHECK(n > 0 && n < sizeof(out));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    size_t max_header = 16 + (size_t)data[0] * 8;
+    const char *buf = (const char *)data + 1;
+    size_t len = size - 1;
+    size_t off = 0;
+
+    for (int n = 0; n < 1000; n++) {
+        struct http_request r;
+        enum http_result res = http_parse_request(buf + off, len - off, max_header, &r);
+        if (res != HTTP_REQUEST) {
+            CHECK(res == HTTP_NEED_MORE || res == HTTP_BAD || res == HTTP_TOO_LARGE ||
+                  res == HTTP_VERSION);
+            if (res == HTTP_TOO_LARGE)
+                CHECK(len - off >= max_header);
+            break;
+        }
+        check_request(&r, buf + off, len - off, max_header);
+        off += r.consumed;
+    }
+    return 0;
+}

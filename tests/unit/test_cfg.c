@@ -1,0 +1,1205 @@
+/*
+ * test_cfg.c - the strict configuration loader (common/cfg.c).
+ *
+ * What is pinned here: every way a file can be refused, and that each refusal reads
+ * "FILE:LINE: key: reason" with the line of the mistake; that a file leaving keys out gets
+ * the embedded defaults; the default-path rules (SPUR_CONFIG, missing files); that
+ * cfg_print() writes YAML that loads back to the same configuration; the host:port and
+ * bind helpers; node id derivation; and that cfg_key_names() matches what the loader and
+ * the printer know.
+ *
+ * Check runs every test in its own forked process, so the tests that set SPUR_CONFIG do
+ * not leak it into the others.
+ */
+#include "cfg.h"
+
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NAME "t.yaml"
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static int load(const char *yaml, struct cfg *c, struct cfg_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return cfg_load_buffer(NAME, yaml, strlen(yaml), c, e);
+}
+
+/*
+ * yaml must be refused with a message that starts exactly with prefix ("t.yaml:LINE: key: ")
+ * and whose reason holds why. A refused load leaves the struct empty.
+ */
+static void expect_error(const char *yaml, const char *prefix, const char *why)
+{
+    struct cfg c;
+    struct cfg_error e;
+    int rc = load(yaml, &c, &e);
+    ck_assert_msg(rc == -1, "accepted:\n%s", yaml);
+    ck_assert_msg(strncmp(e.msg, prefix, strlen(prefix)) == 0,
+                  "message \"%s\" does not start with \"%s\"\nfor:\n%s", e.msg, prefix, yaml);
+    const char *reason = e.msg + strlen(prefix);
+    ck_assert_msg(reason[0] != '\0' && reason[0] != ' ', "no reason in \"%s\"", e.msg);
+    ck_assert_msg(strstr(reason, why) != NULL, "reason of \"%s\" lacks \"%s\"", e.msg, why);
+    ck_assert_msg(strchr(e.msg, '\n') == NULL, "message spans lines: \"%s\"", e.msg);
+    ck_assert_ptr_null(c.cluster_name);
+    ck_assert_ptr_null(c.partitions);
+}
+
+static void expect_ok(const char *yaml, struct cfg *c)
+{
+    struct cfg_error e;
+    int rc = load(yaml, c, &e);
+    ck_assert_msg(rc == 0, "refused (%s):\n%s", e.msg, yaml);
+}
+
+/* cfg_print() into a heap string the caller frees. */
+static char *print_to_string(const struct cfg *c)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    ck_assert_ptr_nonnull(f);
+    cfg_print(f, c);
+    ck_assert_int_eq(fclose(f), 0);
+    return out;
+}
+
+static void assert_strlist_eq(char *const *a, size_t na, char *const *b, size_t nb)
+{
+    ck_assert_uint_eq(na, nb);
+    for (size_t i = 0; i < na; i++)
+        ck_assert_str_eq(a[i], b[i]);
+}
+
+/* Every field but source. */
+static void assert_cfg_equal(const struct cfg *a, const struct cfg *b)
+{
+    ck_assert_str_eq(a->cluster_name, b->cluster_name);
+    ck_assert_str_eq(a->controller.listen, b->controller.listen);
+    ck_assert_str_eq(a->controller.state_dir, b->controller.state_dir);
+    ck_assert_uint_eq(a->controller.node_id, b->controller.node_id);
+    assert_strlist_eq(a->controller.peers, a->controller.npeers, b->controller.peers,
+                      b->controller.npeers);
+    assert_strlist_eq(a->controller.hosts, a->controller.nhosts, b->controller.hosts,
+                      b->controller.nhosts);
+    ck_assert_uint_eq(a->controller.finished_job_retention_s,
+                      b->controller.finished_job_retention_s);
+    ck_assert_uint_eq(a->controller.max_frame_bytes, b->controller.max_frame_bytes);
+    ck_assert_uint_eq(a->controller.max_script_bytes, b->controller.max_script_bytes);
+    ck_assert_str_eq(a->raft.listen, b->raft.listen);
+    ck_assert_uint_eq(a->raft.heartbeat_ms, b->raft.heartbeat_ms);
+    ck_assert_uint_eq(a->raft.election_timeout_ms, b->raft.election_timeout_ms);
+    ck_assert_uint_eq(a->raft.snapshot_entries, b->raft.snapshot_entries);
+    ck_assert_int_eq(a->raft.fsync, b->raft.fsync);
+    ck_assert_int_eq(a->health.enabled, b->health.enabled);
+    ck_assert_str_eq(a->health.bind, b->health.bind);
+    ck_assert_uint_eq(a->health.port, b->health.port);
+    ck_assert_uint_eq(a->health.max_connections, b->health.max_connections);
+    ck_assert_uint_eq(a->health.idle_timeout_ms, b->health.idle_timeout_ms);
+    ck_assert_int_eq(a->metrics.enabled, b->metrics.enabled);
+    ck_assert_str_eq(a->metrics.bind, b->metrics.bind);
+    ck_assert_uint_eq(a->metrics.port, b->metrics.port);
+    ck_assert_uint_eq(a->supervisor.heartbeat_ms, b->supervisor.heartbeat_ms);
+    ck_assert_uint_eq(a->supervisor.stall_timeout_ms, b->supervisor.stall_timeout_ms);
+    ck_assert_uint_eq(a->supervisor.kill_timeout_ms, b->supervisor.kill_timeout_ms);
+    ck_assert_uint_eq(a->supervisor.shutdown_grace_ms, b->supervisor.shutdown_grace_ms);
+    ck_assert_str_eq(a->accounting.database_url, b->accounting.database_url);
+    ck_assert_str_eq(a->log.level, b->log.level);
+    ck_assert_uint_eq(a->npartitions, b->npartitions);
+    for (size_t i = 0; i < a->npartitions; i++) {
+        const struct cfg_partition *p = &a->partitions[i], *q = &b->partitions[i];
+        ck_assert_str_eq(p->name, q->name);
+        ck_assert_str_eq(p->nodes, q->nodes);
+        ck_assert_int_eq(p->is_default, q->is_default);
+        ck_assert_uint_eq(p->max_nodes, q->max_nodes);
+        ck_assert_uint_eq(p->max_time_min, q->max_time_min);
+        ck_assert_uint_eq(p->max_cpus_per_node, q->max_cpus_per_node);
+        ck_assert_uint_eq(p->max_mem_mb_per_node, q->max_mem_mb_per_node);
+        ck_assert_int_eq(p->up, q->up);
+    }
+}
+
+/* Print c, load the text back, and require the same configuration and the same text. */
+static void assert_round_trip(const struct cfg *c)
+{
+    struct cfg back;
+    struct cfg_error e;
+    char *text = print_to_string(c);
+    int rc = cfg_load_buffer(NAME, text, strlen(text), &back, &e);
+    ck_assert_msg(rc == 0, "cfg_print output refused (%s):\n%s", e.msg, text);
+    assert_cfg_equal(c, &back);
+    char *again = print_to_string(&back);
+    /* The first line names the source; the rest must match byte for byte. */
+    ck_assert_str_eq(strchr(text, '\n'), strchr(again, '\n'));
+    free(again);
+    free(text);
+    cfg_free(&back);
+}
+
+static char *data_path(const char *rel)
+{
+    const char *dir = getenv("SPUR_TEST_DATA");
+    ck_assert_msg(dir != NULL, "SPUR_TEST_DATA is not set (run through meson test)");
+    char *p = NULL;
+    ck_assert_int_ge(asprintf(&p, "%s/%s", dir, rel), 0);
+    return p;
+}
+
+static char *make_tmpdir(void)
+{
+    char *d = strdup("/tmp/test_cfg.XXXXXX");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static char *write_file(const char *dir, const char *name, const char *data, size_t len)
+{
+    char *p = NULL;
+    ck_assert_int_ge(asprintf(&p, "%s/%s", dir, name), 0);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+/* ---- refusals, table-driven --------------------------------------------------------- */
+
+struct bad_case {
+    const char *yaml;
+    const char *prefix; /* exact "t.yaml:LINE: key: " */
+    const char *why;    /* a piece of the reason */
+};
+
+static const struct bad_case bad_cases[] = {
+    /* Unknown keys: top level, nested, inside a partition. */
+    {"bogus: 1\n", "t.yaml:1: bogus: ", "unknown key"},
+    {"cluster_name: a\nraft:\n  heartbeat_ms: 100\n  bogus: 2\n",
+     "t.yaml:4: raft.bogus: ", "unknown key"},
+    {"controller:\n  listen: \"[::]:6817\"\n  peer: [\"a:1\"]\n",
+     "t.yaml:3: controller.peer: ", "unknown key"},
+    {"partitions:\n  - name: a\n    colour: red\n",
+     "t.yaml:3: partitions[0].colour: ", "unknown key"},
+    {"partitions:\n  - name: a\n  - name: b\n    bogus: 1\n",
+     "t.yaml:4: partitions[1].bogus: ", "unknown key"},
+    {"raft:\n  heartbeat_ms: 100\n  raft:\n    heartbeat_ms: 100\n",
+     "t.yaml:3: raft.raft: ", "unknown key"},
+    {"# comment\n\nCluster_Name: a\n", "t.yaml:3: Cluster_Name: ", "unknown key"},
+    {"? [a]\n: 1\n", "t.yaml:1: (top level): ", "a key must be a plain string"},
+    {"raft:\n  ? {a: 1}\n  : 1\n", "t.yaml:2: raft: ", "a key must be a plain string"},
+
+    /* Duplicate keys, at every level, and duplicate list entries. */
+    {"cluster_name: a\ncluster_name: b\n",
+     "t.yaml:2: cluster_name: ", "duplicate key (first at line 1)"},
+    {"raft:\n  heartbeat_ms: 100\n  heartbeat_ms: 200\n",
+     "t.yaml:3: raft.heartbeat_ms: ", "duplicate key (first at line 2)"},
+    {"raft:\n  fsync: true\nhealth:\n  port: 1\nraft:\n  fsync: false\n",
+     "t.yaml:5: raft: ", "duplicate key (first at line 1)"},
+    {"partitions:\n  - name: a\n    nodes: x\n    name: b\n",
+     "t.yaml:4: partitions[0].name: ", "duplicate key (first at line 2)"},
+    {"controller:\n  peers: [\"a:1\", \"b:1\",\n          \"a:1\"]\n",
+     "t.yaml:3: controller.peers[2]: ", "listed twice"},
+
+    /* Wrong types. */
+    {"raft:\n  heartbeat_ms: fast\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: \"100\"\n",
+     "t.yaml:2: raft.heartbeat_ms: ", "expected an integer, got the string \"100\""},
+    {"raft:\n  heartbeat_ms: '100'\n", "t.yaml:2: raft.heartbeat_ms: ", "expected an integer"},
+    {"raft:\n  heartbeat_ms: [100]\n",
+     "t.yaml:2: raft.heartbeat_ms: ", "expected an integer, got a list"},
+    {"raft:\n  heartbeat_ms: {ms: 100}\n",
+     "t.yaml:2: raft.heartbeat_ms: ", "expected an integer, got a mapping"},
+    {"raft:\n  heartbeat_ms:\n",
+     "t.yaml:2: raft.heartbeat_ms: ", "expected an integer, got nothing (null)"},
+    {"raft:\n  heartbeat_ms: ~\n", "t.yaml:2: raft.heartbeat_ms: ", "got nothing (null)"},
+    {"raft:\n  heartbeat_ms: -5\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: 1.5\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: 0x64\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: 1_000\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: 0100\n", "t.yaml:2: raft.heartbeat_ms: ", "without leading zeros"},
+    {"raft:\n  heartbeat_ms: 1e3\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: _100\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"raft:\n  heartbeat_ms: 99999999999999999999\n",
+     "t.yaml:2: raft.heartbeat_ms: ", "is not an integer in range 10..10000"},
+    {"raft:\n  heartbeat_ms: true\n", "t.yaml:2: raft.heartbeat_ms: ", "not a non-negative"},
+    {"cluster_name: [a, b]\n", "t.yaml:1: cluster_name: ", "expected a string, got a list"},
+    {"cluster_name: {a: b}\n", "t.yaml:1: cluster_name: ", "expected a string, got a mapping"},
+    {"cluster_name:\n", "t.yaml:1: cluster_name: ", "expected a string, got nothing (null)"},
+    {"cluster_name: null\n", "t.yaml:1: cluster_name: ", "got nothing (null)"},
+    {"cluster_name: \"a\\0b\"\n", "t.yaml:1: cluster_name: ", "NUL byte"},
+    {"health:\n  enabled: yes\n",
+     "t.yaml:2: health.enabled: ", "expected true or false, got \"yes\""},
+    {"health:\n  enabled: treu\n", "t.yaml:2: health.enabled: ", "got \"treu\""},
+    {"health:\n  enabled: 1\n", "t.yaml:2: health.enabled: ", "got \"1\""},
+    {"health:\n  enabled: \"true\"\n", "t.yaml:2: health.enabled: ", "expected true or false"},
+    {"health:\n  enabled: null\n", "t.yaml:2: health.enabled: ", "expected true or false"},
+    {"health:\n  enabled: [true]\n",
+     "t.yaml:2: health.enabled: ", "expected true or false, got a list"},
+    {"raft: 5\n", "t.yaml:1: raft: ", "expected a mapping, got a scalar"},
+    {"raft: [heartbeat_ms]\n", "t.yaml:1: raft: ", "expected a mapping, got a list"},
+    {"raft:\n", "t.yaml:1: raft: ", "expected a mapping, got nothing (null)"},
+    {"controller:\n  peers: {a: 1}\n",
+     "t.yaml:2: controller.peers: ", "expected a list of strings, got a mapping"},
+    {"controller:\n  hosts: \"h:1\"\n",
+     "t.yaml:2: controller.hosts: ", "expected a list of strings, got a scalar"},
+    {"controller:\n  peers:\n    - \"a:1\"\n    - [b]\n",
+     "t.yaml:4: controller.peers[1]: ", "expected a string, got a list"},
+    {"controller:\n  peers:\n    - \"a:1\"\n    -\n",
+     "t.yaml:4: controller.peers[1]: ", "got nothing (null)"},
+    {"controller:\n  peers: [\"a:1\\0x\"]\n", "t.yaml:2: controller.peers[0]: ", "NUL byte"},
+    {"controller:\n  peers: []\n", "t.yaml:2: controller.peers: ", "needs 1 to 9 entries, has 0"},
+    {"controller:\n  peers: [a:1, b:1, c:1, d:1, e:1, f:1, g:1, h:1, i:1, j:1]\n",
+     "t.yaml:2: controller.peers: ", "has 10"},
+    {"partitions: {name: a}\n",
+     "t.yaml:1: partitions: ", "expected a list of partitions, got a mapping"},
+    {"partitions: []\n", "t.yaml:1: partitions: ", "needs 1 to 64 partitions, has 0"},
+    {"partitions:\n  - name: a\n  - b\n",
+     "t.yaml:3: partitions[1]: ", "expected a mapping, got a scalar"},
+    {"partitions:\n  - name: a\n    up: maybe\n", "t.yaml:3: partitions[0].up: ", "\"maybe\""},
+    {"partitions:\n  - name: a\n    max_nodes: lots\n",
+     "t.yaml:3: partitions[0].max_nodes: ", "not a non-negative"},
+    {"partitions:\n  - name: [a]\n", "t.yaml:2: partitions[0].name: ", "got a list"},
+
+    /* Ports 0 and 65536 (the other bounds are in the range table below). */
+    {"health:\n  port: 0\n", "t.yaml:2: health.port: ", "0 is out of range 1..65535"},
+    {"metrics:\n  port: 65536\n", "t.yaml:2: metrics.port: ", "65536 is out of range 1..65535"},
+
+    /* Bad host:port values, where they are accepted: listen addresses, peers, hosts. */
+    {"controller:\n  listen: localhost\n",
+     "t.yaml:2: controller.listen: ", "\"localhost\" is not HOST:PORT"},
+    {"raft:\n  listen: \"::1:6821\"\n", "t.yaml:2: raft.listen: ", "is not HOST:PORT"},
+    {"raft:\n  listen: \"[::1]:0\"\n", "t.yaml:2: raft.listen: ", "is not HOST:PORT"},
+    {"controller:\n  peers:\n    - \"a:6821\"\n    - \"b c:6821\"\n",
+     "t.yaml:4: controller.peers[1]: ", "is not HOST:PORT"},
+    {"controller:\n  hosts: [\"h$:6817\"]\n", "t.yaml:2: controller.hosts[0]: ", "HOST:PORT"},
+    {"controller:\n  hosts: [\"h:65536\"]\n", "t.yaml:2: controller.hosts[0]: ", "HOST:PORT"},
+
+    /* Bad bind values. */
+    {"health:\n  bind: everywhere\n",
+     "t.yaml:2: health.bind: ", "\"everywhere\" is not all, loopback or an IP address"},
+    {"metrics:\n  bind: localhost\n", "t.yaml:2: metrics.bind: ", "not all, loopback"},
+    {"metrics:\n  bind: 300.1.1.1\n", "t.yaml:2: metrics.bind: ", "not all, loopback"},
+    {"metrics:\n  bind: \"[::1]\"\n", "t.yaml:2: metrics.bind: ", "not all, loopback"},
+    {"health:\n  bind: \"\"\n", "t.yaml:2: health.bind: ", "not all, loopback"},
+    {"health:\n  bind: ALL\n", "t.yaml:2: health.bind: ", "not all, loopback"},
+
+    /* Bad cluster names, state dirs, log levels. */
+    {"cluster_name: \"\"\n", "t.yaml:1: cluster_name: ", "1 to 63 characters"},
+    {"cluster_name: "
+     "a123456789b123456789c123456789d123456789e123456789f123456789abcd\n",
+     "t.yaml:1: cluster_name: ", "1 to 63 characters"},
+    {"cluster_name: \"my cluster\"\n", "t.yaml:1: cluster_name: ", "may hold only"},
+    {"cluster_name: a/b\n", "t.yaml:1: cluster_name: ", "may hold only"},
+    {"cluster_name: \"caf\\u00e9\"\n", "t.yaml:1: cluster_name: ", "may hold only"},
+    {"controller:\n  state_dir: var/spool/spur\n",
+     "t.yaml:2: controller.state_dir: ", "\"var/spool/spur\" is not an absolute path"},
+    {"controller:\n  state_dir: ./spur\n", "t.yaml:2: controller.state_dir: ", "absolute path"},
+    {"log:\n  level: verbose\n",
+     "t.yaml:2: log.level: ", "\"verbose\" is not one of debug, info, warn, error"},
+    {"log:\n  level: INFO\n", "t.yaml:2: log.level: ", "not one of"},
+    {"log:\n  level: \"\"\n", "t.yaml:2: log.level: ", "not one of"},
+
+    /* Cross-key rules, reported at the key the file set. */
+    {"supervisor:\n  heartbeat_ms: 500\n  stall_timeout_ms: 500\n",
+     "t.yaml:3: supervisor.stall_timeout_ms: ",
+     "500 must be greater than supervisor.heartbeat_ms (500)"},
+    {"supervisor:\n  heartbeat_ms: 5000\n", "t.yaml:2: supervisor.heartbeat_ms: ",
+     "5000 must be less than supervisor.stall_timeout_ms (3000)"},
+    {"supervisor:\n  stall_timeout_ms: 5000\n  kill_timeout_ms: 4999\n",
+     "t.yaml:3: supervisor.kill_timeout_ms: ",
+     "4999 must not be less than supervisor.stall_timeout_ms (5000)"},
+    {"supervisor:\n  stall_timeout_ms: 20000\n", "t.yaml:2: supervisor.stall_timeout_ms: ",
+     "20000 must not be greater than supervisor.kill_timeout_ms (10000)"},
+    {"supervisor:\n  kill_timeout_ms: 2999\n", "t.yaml:2: supervisor.kill_timeout_ms: ",
+     "must not be less than supervisor.stall_timeout_ms (3000)"},
+    {"raft:\n  heartbeat_ms: 100\n  election_timeout_ms: 299\n",
+     "t.yaml:3: raft.election_timeout_ms: ", "299 must be at least 3 x raft.heartbeat_ms (100)"},
+    {"raft:\n  heartbeat_ms: 400\n", "t.yaml:2: raft.heartbeat_ms: ",
+     "400 must be at most a third of raft.election_timeout_ms (1000)"},
+    {"controller:\n  node_id: 2\n  peers: [\"a:1\"]\n",
+     "t.yaml:2: controller.node_id: ", "2 is beyond the 1 entries of controller.peers"},
+    {"controller:\n  node_id: 4\n  peers: [\"a:1\", \"b:1\", \"c:1\"]\n",
+     "t.yaml:2: controller.node_id: ", "beyond the 3 entries"},
+    {"health:\n  port: 7000\nmetrics:\n  port: 7000\n",
+     "t.yaml:2: health.port: ", "7000 is also metrics.port"},
+    {"metrics:\n  port: 6823\n", "t.yaml:2: metrics.port: ", "6823 is also health.port"},
+    {"health:\n  port: 6822\n", "t.yaml:2: health.port: ", "6822 is also metrics.port"},
+    {"partitions:\n  - name: a\n    default: true\n  - name: b\n    default: true\n",
+     "t.yaml:1: partitions: ", "2 partitions are marked default"},
+    {"partitions:\n  - name: a\n  - name: b\n  - name: a\n",
+     "t.yaml:4: partitions[2]: ", "partition name \"a\" is used twice"},
+    {"partitions:\n  - nodes: n1\n", "t.yaml:2: partitions[0]: ", "a partition needs a name"},
+    {"partitions:\n  - name: a\n  - {nodes: x, up: true}\n",
+     "t.yaml:3: partitions[1]: ", "needs a name"},
+    {"partitions:\n  - name: \"a b\"\n", "t.yaml:2: partitions[0]: ", "may hold only"},
+    {"partitions:\n  - name: \"\"\n", "t.yaml:2: partitions[0].name: ", "must not be empty"},
+    {"partitions:\n  - name: a\n    nodes: \"\"\n",
+     "t.yaml:3: partitions[0].nodes: ", "must not be empty"},
+
+    /* Syntax and document structure. */
+    {"cluster_name: a\nraft: {heartbeat_ms: 100\n", "t.yaml:3: (yaml): ", "flow"},
+    {"raft:\n\theartbeat_ms: 100\n", "t.yaml:2: (yaml): ", "cannot start any token"},
+    {"cluster_name: a: b\n", "t.yaml:1: (yaml): ", "mapping values are not allowed"},
+    {"cluster_name: \"open\n", "t.yaml:2: (yaml): ", "quoted scalar"},
+    {"raft: *nowhere\n", "t.yaml:1: (yaml): ", "undefined alias"},
+    {"cluster_name: a\n---\ncluster_name: b\n",
+     "t.yaml:2: (file): ", "holds more than one YAML document"},
+    {"cluster_name: a\n\n\n---\nraft: {}\n", "t.yaml:4: (file): ", "more than one YAML document"},
+    {"cluster_name: a\n...\n---\ncluster_name: b\n", "t.yaml:3: (file): ", "more than one"},
+    {"cluster_name: a\n...\ncluster_name: b\n", "t.yaml:3: (yaml): ", "document start"},
+    {"cluster_name: a\n---\n[oops\n", "t.yaml:4: (yaml): ", "flow sequence"},
+    {"[1, 2]\n", "t.yaml:1: (top level): ", "expected a mapping of keys, got a list"},
+    {"\n\njust words\n", "t.yaml:3: (top level): ", "expected a mapping of keys, got a scalar"},
+};
+
+START_TEST(test_refusals)
+{
+    const struct bad_case *bc = &bad_cases[_i];
+    expect_error(bc->yaml, bc->prefix, bc->why);
+}
+END_TEST
+
+/* ---- range boundaries --------------------------------------------------------------- */
+
+struct range_case {
+    const char *section; /* "partitions" for a partition key */
+    const char *key;
+    uint64_t min, max;
+    const char *context; /* other lines of the section, so the cross-key rules hold */
+};
+
+static const struct range_case range_cases[] = {
+    {"controller", "node_id", 0, 9, "  peers: [a:1, b:1, c:1, d:1, e:1, f:1, g:1, h:1, i:1]\n"},
+    {"controller", "finished_job_retention_s", 0, 31536000, ""},
+    {"controller", "max_frame_bytes", 65536, 67108864, ""},
+    {"controller", "max_script_bytes", 1, 4194304, ""},
+    {"raft", "heartbeat_ms", 10, 10000, "  election_timeout_ms: 60000\n"},
+    {"raft", "election_timeout_ms", 50, 60000, "  heartbeat_ms: 10\n"},
+    {"raft", "snapshot_entries", 100, 100000000, ""},
+    {"health", "port", 1, 65535, ""},
+    {"health", "max_connections", 8, 65536, ""},
+    {"health", "idle_timeout_ms", 100, 3600000, ""},
+    {"metrics", "port", 1, 65535, ""},
+    {"supervisor", "heartbeat_ms", 10, 60000,
+     "  stall_timeout_ms: 3600000\n  kill_timeout_ms: 3600000\n"},
+    {"supervisor", "stall_timeout_ms", 50, 3600000,
+     "  heartbeat_ms: 10\n  kill_timeout_ms: 3600000\n"},
+    {"supervisor", "kill_timeout_ms", 50, 3600000, "  heartbeat_ms: 10\n  stall_timeout_ms: 50\n"},
+    {"supervisor", "shutdown_grace_ms", 0, 3600000, ""},
+    {"partitions", "max_nodes", 0, 1000000, ""},
+    {"partitions", "max_time_min", 0, 5256000, ""},
+    {"partitions", "max_cpus_per_node", 0, 1000000, ""},
+    {"partitions", "max_mem_mb_per_node", 0, 4294967295u, ""},
+};
+
+/* YAML setting the case's key to v; the key sits on line 2 (sections) or 3 (partitions). */
+static char *range_yaml(const struct range_case *rc, uint64_t v)
+{
+    char *y = NULL;
+    int n;
+    if (strcmp(rc->section, "partitions") == 0)
+        n = asprintf(&y, "partitions:\n  - name: p\n    %s: %llu\n", rc->key,
+                     (unsigned long long)v);
+    else
+        n = asprintf(&y, "%s:\n  %s: %llu\n%s", rc->section, rc->key, (unsigned long long)v,
+                     rc->context);
+    ck_assert_int_ge(n, 0);
+    return y;
+}
+
+static void expect_in_range(const struct range_case *rc, uint64_t v)
+{
+    struct cfg c;
+    char *y = range_yaml(rc, v);
+    expect_ok(y, &c);
+    /* The value must land in the key's field; cfg_print shows the field under its key. */
+    char *text = print_to_string(&c);
+    char *want = NULL;
+    ck_assert_int_ge(asprintf(&want, "\n%s%s: %llu\n",
+                              strcmp(rc->section, "partitions") == 0 ? "    " : "  ", rc->key,
+                              (unsigned long long)v),
+                     0);
+    ck_assert_msg(strstr(text, want) != NULL, "%s=%llu not in:\n%s", rc->key, (unsigned long long)v,
+                  text);
+    free(want);
+    free(text);
+    free(y);
+    cfg_free(&c);
+}
+
+static void expect_out_of_range(const struct range_case *rc, uint64_t v)
+{
+    char *y = range_yaml(rc, v);
+    char prefix[128], why[128];
+    if (strcmp(rc->section, "partitions") == 0)
+        snprintf(prefix, sizeof(prefix), "t.yaml:3: partitions[0].%s: ", rc->key);
+    else
+        snprintf(prefix, sizeof(prefix), "t.yaml:2: %s.%s: ", rc->section, rc->key);
+    snprintf(why, sizeof(why), "%llu is out of range %llu..%llu", (unsigned long long)v,
+             (unsigned long long)rc->min, (unsigned long long)rc->max);
+    expect_error(y, prefix, why);
+    free(y);
+}
+
+START_TEST(test_range_boundaries)
+{
+    const struct range_case *rc = &range_cases[_i];
+    if (rc->min > 0)
+        expect_out_of_range(rc, rc->min - 1);
+    expect_in_range(rc, rc->min);
+    expect_in_range(rc, rc->max);
+    expect_out_of_range(rc, rc->max + 1);
+}
+END_TEST
+
+/* "controller:\n  hosts: [h0:1, h1:1, ...]\n" with n entries, or n partitions. */
+static void hosts_yaml(char *buf, size_t cap, int n)
+{
+    size_t o = (size_t)snprintf(buf, cap, "controller:\n  hosts: [");
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s\"h%d:1\"", i ? ", " : "", i);
+    snprintf(buf + o, cap - o, "]\n");
+}
+
+static void partitions_yaml(char *buf, size_t cap, int n)
+{
+    size_t o = (size_t)snprintf(buf, cap, "partitions:\n");
+    for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "  - name: p%d\n", i);
+}
+
+START_TEST(test_list_length_bounds)
+{
+    /* controller.hosts holds 1 to 16 entries, partitions 1 to 64 (0 is in the table). */
+    char buf[4096];
+    struct cfg c;
+    hosts_yaml(buf, sizeof(buf), 16);
+    expect_ok(buf, &c);
+    ck_assert_uint_eq(c.controller.nhosts, 16);
+    cfg_free(&c);
+    hosts_yaml(buf, sizeof(buf), 17);
+    expect_error(buf, "t.yaml:2: controller.hosts: ", "needs 1 to 16 entries, has 17");
+    hosts_yaml(buf, sizeof(buf), 0);
+    expect_error(buf, "t.yaml:2: controller.hosts: ", "needs 1 to 16 entries, has 0");
+
+    partitions_yaml(buf, sizeof(buf), 64);
+    expect_ok(buf, &c);
+    ck_assert_uint_eq(c.npartitions, 64);
+    ck_assert(c.partitions[0].is_default);
+    cfg_free(&c);
+    partitions_yaml(buf, sizeof(buf), 65);
+    expect_error(buf, "t.yaml:2: partitions: ", "needs 1 to 64 partitions, has 65");
+}
+END_TEST
+
+START_TEST(test_state_dir_length)
+{
+    /* The state dir must leave room for the files under it within PATH_MAX. */
+    size_t longest = PATH_MAX - 64;
+    char *dir = malloc(longest + 2);
+    ck_assert_ptr_nonnull(dir);
+    memset(dir, 'd', longest + 1);
+    dir[0] = '/';
+    dir[longest] = '\0';
+    char *y = NULL;
+    struct cfg c;
+    ck_assert_int_ge(asprintf(&y, "controller:\n  state_dir: %s\n", dir), 0);
+    expect_ok(y, &c);
+    ck_assert_uint_eq(strlen(c.controller.state_dir), longest);
+    cfg_free(&c);
+    free(y);
+    dir[longest] = 'd';
+    dir[longest + 1] = '\0';
+    ck_assert_int_ge(asprintf(&y, "controller:\n  state_dir: %s\n", dir), 0);
+    expect_error(y, "t.yaml:2: controller.state_dir: ", "path too long");
+    free(y);
+    free(dir);
+}
+END_TEST
+
+/* ---- values that are accepted ------------------------------------------------------- */
+
+START_TEST(test_accepted_values)
+{
+    struct cfg c;
+    expect_ok("cluster_name: "
+              "a123456789b123456789c123456789d123456789e123456789f123456789abc\n"
+              "controller:\n"
+              "  listen: \"[fe80::1]:6817\"\n"
+              "  peers: [\"10.0.0.1:6821\", \"[::1]:6821\", \"host_1.example-x:65535\"]\n"
+              "raft:\n  heartbeat_ms: 1000\n  election_timeout_ms: 3000\n  fsync: False\n"
+              "health:\n  enabled: FALSE\n  bind: 0.0.0.0\n  port: 6822\n"
+              "metrics:\n  enabled: True\n  bind: \"::\"\n"
+              "supervisor:\n  heartbeat_ms: 100\n  stall_timeout_ms: 101\n"
+              "  kill_timeout_ms: 101\n"
+              "log:\n  level: warn\n",
+              &c);
+    ck_assert_uint_eq(strlen(c.cluster_name), 63);
+    ck_assert_uint_eq(c.controller.npeers, 3);
+    ck_assert_uint_eq(c.raft.heartbeat_ms, 1000);
+    ck_assert(!c.raft.fsync);
+    /* Equal ports are fine while one listener is off. */
+    ck_assert(!c.health.enabled);
+    ck_assert_uint_eq(c.health.port, c.metrics.port);
+    ck_assert_str_eq(c.metrics.bind, "::");
+    ck_assert_uint_eq(c.supervisor.stall_timeout_ms, 101);
+    ck_assert_uint_eq(c.supervisor.kill_timeout_ms, 101);
+    ck_assert_str_eq(c.log.level, "warn");
+    cfg_free(&c);
+
+    /* The other way round: metrics off, same port. */
+    expect_ok("metrics:\n  enabled: false\n  port: 6823\n", &c);
+    cfg_free(&c);
+
+    /* node_id equal to the number of peers is the last replica, not beyond it. */
+    expect_ok("controller:\n  node_id: 3\n  peers: [a:1, b:1, c:1]\n", &c);
+    ck_assert_uint_eq(c.controller.node_id, 3);
+    cfg_free(&c);
+}
+END_TEST
+
+START_TEST(test_partitions)
+{
+    struct cfg c;
+    /* No partition marked default: the first one is. Missing nodes means ALL. */
+    expect_ok("partitions:\n  - name: batch\n    up: false\n  - name: debug\n    nodes: n[1-4]\n",
+              &c);
+    ck_assert_uint_eq(c.npartitions, 2);
+    ck_assert_str_eq(c.partitions[0].name, "batch");
+    ck_assert(c.partitions[0].is_default);
+    ck_assert(!c.partitions[0].up);
+    ck_assert_str_eq(c.partitions[0].nodes, "ALL");
+    ck_assert(!c.partitions[1].is_default);
+    ck_assert(c.partitions[1].up);
+    ck_assert_str_eq(c.partitions[1].nodes, "n[1-4]");
+    cfg_free(&c);
+
+    /* An explicit default elsewhere is kept, and the first is then not the default. */
+    expect_ok("partitions:\n  - name: a\n  - name: b\n    default: true\n", &c);
+    ck_assert(!c.partitions[0].is_default);
+    ck_assert(c.partitions[1].is_default);
+    cfg_free(&c);
+}
+END_TEST
+
+START_TEST(test_full_file)
+{
+    struct cfg c;
+    struct cfg_error e;
+    char *path = data_path("cfg/full.yaml");
+    int rc = cfg_load(path, &c, &e);
+    ck_assert_msg(rc == 0, "%s", e.msg);
+    ck_assert_str_eq(c.source, path);
+    ck_assert_str_eq(c.cluster_name, "prod-west.1");
+    ck_assert_str_eq(c.controller.listen, "10.0.0.5:7817");
+    ck_assert_str_eq(c.controller.state_dir, "/srv/spur/state");
+    ck_assert_uint_eq(c.controller.node_id, 2);
+    ck_assert_uint_eq(c.controller.npeers, 3);
+    ck_assert_str_eq(c.controller.peers[0], "spurctld-0.spurctld.ns.svc:6821");
+    ck_assert_str_eq(c.controller.peers[2], "[fd00::3]:6821");
+    ck_assert_uint_eq(c.controller.nhosts, 2);
+    ck_assert_str_eq(c.controller.hosts[1], "ctl-b:7817");
+    ck_assert_uint_eq(c.controller.finished_job_retention_s, 3600);
+    ck_assert_uint_eq(c.controller.max_frame_bytes, 1048576);
+    ck_assert_uint_eq(c.controller.max_script_bytes, 65536);
+    ck_assert_str_eq(c.raft.listen, "0.0.0.0:7821");
+    ck_assert_uint_eq(c.raft.heartbeat_ms, 50);
+    ck_assert_uint_eq(c.raft.election_timeout_ms, 500);
+    ck_assert_uint_eq(c.raft.snapshot_entries, 5000);
+    ck_assert(!c.raft.fsync);
+    ck_assert(!c.health.enabled);
+    ck_assert_str_eq(c.health.bind, "::1");
+    ck_assert_uint_eq(c.health.port, 7823);
+    ck_assert_uint_eq(c.health.max_connections, 64);
+    ck_assert_uint_eq(c.health.idle_timeout_ms, 2000);
+    ck_assert(!c.metrics.enabled);
+    ck_assert_str_eq(c.metrics.bind, "127.0.0.2");
+    ck_assert_uint_eq(c.metrics.port, 7822);
+    ck_assert_uint_eq(c.supervisor.heartbeat_ms, 200);
+    ck_assert_uint_eq(c.supervisor.stall_timeout_ms, 2000);
+    ck_assert_uint_eq(c.supervisor.kill_timeout_ms, 4000);
+    ck_assert_uint_eq(c.supervisor.shutdown_grace_ms, 0);
+    ck_assert_str_eq(c.accounting.database_url,
+                     "postgresql://spur:s3cr\"et@db.example:5432/spur?x=\\y");
+    ck_assert_str_eq(c.log.level, "debug");
+    ck_assert_uint_eq(c.npartitions, 3);
+    ck_assert_str_eq(c.partitions[0].name, "batch");
+    ck_assert_str_eq(c.partitions[0].nodes, "node[001-064]");
+    ck_assert(!c.partitions[0].is_default);
+    ck_assert_uint_eq(c.partitions[0].max_nodes, 32);
+    ck_assert_uint_eq(c.partitions[0].max_time_min, 1440);
+    ck_assert_uint_eq(c.partitions[0].max_cpus_per_node, 128);
+    ck_assert_uint_eq(c.partitions[0].max_mem_mb_per_node, 4294967295u);
+    ck_assert(c.partitions[0].up);
+    ck_assert_str_eq(c.partitions[1].name, "debug");
+    ck_assert(c.partitions[1].is_default);
+    ck_assert(!c.partitions[1].up);
+    ck_assert_str_eq(c.partitions[2].name, "gpu");
+    ck_assert_str_eq(c.partitions[2].nodes, "ALL");
+    assert_round_trip(&c);
+    cfg_free(&c);
+    free(path);
+}
+END_TEST
+
+/* ---- empty documents and defaults --------------------------------------------------- */
+
+START_TEST(test_empty_is_defaults)
+{
+    static const char *const empties[] = {"",      "\n\n",    "# only a comment\n",
+                                          "---\n", "--- ~\n", "---\n...\n"};
+    struct cfg def;
+    ck_assert_int_eq(cfg_defaults(&def), 0);
+    ck_assert_str_eq(def.source, "(embedded defaults)");
+    for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
+        struct cfg c;
+        expect_ok(empties[i], &c);
+        ck_assert_str_eq(c.source, NAME);
+        assert_cfg_equal(&def, &c);
+        cfg_free(&c);
+    }
+    /* The documented defaults (DESIGN.md section 8), not just whatever cfg_defaults says. */
+    ck_assert_str_eq(def.cluster_name, "spur");
+    ck_assert_str_eq(def.controller.listen, "[::]:6817");
+    ck_assert_str_eq(def.controller.state_dir, "/var/spool/spur");
+    ck_assert_uint_eq(def.controller.node_id, 0);
+    ck_assert_uint_eq(def.controller.npeers, 1);
+    ck_assert_str_eq(def.raft.listen, "[::]:6821");
+    ck_assert_uint_eq(def.raft.heartbeat_ms, 100);
+    ck_assert_uint_eq(def.raft.election_timeout_ms, 1000);
+    ck_assert_uint_eq(def.raft.snapshot_entries, 10000);
+    ck_assert(def.health.enabled);
+    ck_assert_str_eq(def.health.bind, "all");
+    ck_assert_uint_eq(def.health.port, 6823);
+    ck_assert(def.metrics.enabled);
+    ck_assert_str_eq(def.metrics.bind, "loopback");
+    ck_assert_uint_eq(def.metrics.port, 6822);
+    ck_assert_uint_eq(def.supervisor.heartbeat_ms, 100);
+    ck_assert_uint_eq(def.supervisor.stall_timeout_ms, 3000);
+    ck_assert_uint_eq(def.supervisor.kill_timeout_ms, 10000);
+    ck_assert_uint_eq(def.supervisor.shutdown_grace_ms, 10000);
+    ck_assert_str_eq(def.accounting.database_url, "");
+    ck_assert_uint_eq(def.npartitions, 1);
+    ck_assert_str_eq(def.partitions[0].name, "default");
+    ck_assert_str_eq(def.partitions[0].nodes, "ALL");
+    ck_assert(def.partitions[0].is_default);
+    /* One replica on loopback: it must be its own node 1 whatever the hostname. */
+    ck_assert_uint_eq(cfg_node_id(&def, "anything"), 1);
+    assert_round_trip(&def);
+    cfg_free(&def);
+}
+END_TEST
+
+START_TEST(test_partial_keeps_other_defaults)
+{
+    struct cfg c, def;
+    ck_assert_int_eq(cfg_defaults(&def), 0);
+    expect_ok("raft:\n  heartbeat_ms: 200\n", &c);
+    ck_assert_uint_eq(c.raft.heartbeat_ms, 200);
+    ck_assert_uint_eq(c.raft.election_timeout_ms, def.raft.election_timeout_ms);
+    ck_assert_str_eq(c.raft.listen, def.raft.listen);
+    ck_assert_uint_eq(c.health.port, def.health.port);
+    c.raft.heartbeat_ms = def.raft.heartbeat_ms;
+    assert_cfg_equal(&def, &c);
+    cfg_free(&c);
+    cfg_free(&def);
+}
+END_TEST
+
+START_TEST(test_too_large_buffer)
+{
+    /* A file of exactly the limit is read; one byte more is refused. */
+    size_t n = CFG_MAX_FILE_BYTES + 1;
+    char *buf = malloc(n);
+    ck_assert_ptr_nonnull(buf);
+    memset(buf, ' ', n);
+    buf[0] = '#';
+    buf[CFG_MAX_FILE_BYTES - 1] = '\n';
+    struct cfg c;
+    struct cfg_error e;
+    ck_assert_int_eq(cfg_load_buffer(NAME, buf, CFG_MAX_FILE_BYTES, &c, &e), 0);
+    cfg_free(&c);
+    ck_assert_int_eq(cfg_load_buffer(NAME, buf, n, &c, &e), -1);
+    ck_assert_str_eq(e.msg, "t.yaml: file is larger than 1048576 bytes");
+    ck_assert_ptr_null(c.cluster_name);
+    free(buf);
+}
+END_TEST
+
+/* ---- files and the default path ----------------------------------------------------- */
+
+START_TEST(test_file_errors)
+{
+    struct cfg c;
+    struct cfg_error e;
+    char *dir = make_tmpdir();
+    char *missing = NULL;
+    ck_assert_int_ge(asprintf(&missing, "%s/none.yaml", dir), 0);
+
+    /* An explicit path must exist. */
+    ck_assert_int_eq(cfg_load(missing, &c, &e), -1);
+    char *want = NULL;
+    ck_assert_int_ge(asprintf(&want, "%s: cannot open: %s", missing, strerror(ENOENT)), 0);
+    ck_assert_str_eq(e.msg, want);
+    free(want);
+
+    /* Too large on disk. */
+    size_t n = CFG_MAX_FILE_BYTES + 1;
+    char *big = malloc(n);
+    ck_assert_ptr_nonnull(big);
+    memset(big, '#', n);
+    char *bigpath = write_file(dir, "big.yaml", big, n);
+    ck_assert_int_eq(cfg_load(bigpath, &c, &e), -1);
+    ck_assert_msg(strstr(e.msg, "file is larger than 1048576 bytes") != NULL, "%s", e.msg);
+    ck_assert_msg(strncmp(e.msg, bigpath, strlen(bigpath)) == 0, "%s", e.msg);
+    /* And at the limit it loads (a comment line that long is still one comment). */
+    big[CFG_MAX_FILE_BYTES - 1] = '\n';
+    char *edge = write_file(dir, "edge.yaml", big, CFG_MAX_FILE_BYTES);
+    ck_assert_msg(cfg_load(edge, &c, &e) == 0, "%s", e.msg);
+    cfg_free(&c);
+
+    /* A directory cannot be read as a file. */
+    ck_assert_int_eq(cfg_load(dir, &c, &e), -1);
+    ck_assert_msg(strncmp(e.msg, dir, strlen(dir)) == 0, "%s", e.msg);
+
+    /* Errors found in a real file name the path and the line. */
+    char *bad = data_path("cfg/bad_line7.yaml");
+    ck_assert_int_eq(cfg_load(bad, &c, &e), -1);
+    ck_assert_int_ge(asprintf(&want, "%s:7: supervisor.stall_timeout_ms: ", bad), 0);
+    ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+    free(want);
+
+    unlink(bigpath);
+    unlink(edge);
+    rmdir(dir);
+    free(bad);
+    free(edge);
+    free(bigpath);
+    free(big);
+    free(missing);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_spur_config_env)
+{
+    struct cfg c;
+    struct cfg_error e;
+    char *dir = make_tmpdir();
+    const char *yaml = "cluster_name: from-env\n";
+    char *path = write_file(dir, "spur.yaml", yaml, strlen(yaml));
+
+    /* SPUR_CONFIG names the default file. */
+    ck_assert_int_eq(setenv("SPUR_CONFIG", path, 1), 0);
+    ck_assert_str_eq(cfg_default_path(), path);
+    ck_assert_msg(cfg_load(NULL, &c, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(c.cluster_name, "from-env");
+    ck_assert_str_eq(c.source, path);
+    cfg_free(&c);
+
+    /* An explicit path wins over SPUR_CONFIG. */
+    char *full = data_path("cfg/full.yaml");
+    ck_assert_msg(cfg_load(full, &c, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(c.cluster_name, "prod-west.1");
+    cfg_free(&c);
+
+    /* SPUR_CONFIG set to a missing file is an error: someone asked for that file. */
+    unlink(path);
+    ck_assert_int_eq(cfg_load(NULL, &c, &e), -1);
+    ck_assert_msg(strncmp(e.msg, path, strlen(path)) == 0 && strstr(e.msg, "cannot open"), "%s",
+                  e.msg);
+    ck_assert_ptr_null(c.cluster_name);
+
+    unsetenv("SPUR_CONFIG");
+    rmdir(dir);
+    free(full);
+    free(path);
+    free(dir);
+}
+END_TEST
+
+/*
+ * With SPUR_CONFIG unset (or empty) cfg_load(NULL) reads the build's default path and
+ * falls back to the embedded defaults when that file does not exist.
+ */
+static void check_default_path_load(void)
+{
+    struct cfg c;
+    struct cfg_error e;
+    const char *p = cfg_default_path();
+    ck_assert_msg(p[0] == '/' && strstr(p, "spur/spur.yaml") != NULL, "default path %s", p);
+    int rc = cfg_load(NULL, &c, &e);
+    ck_assert_msg(rc == 0, "%s", e.msg);
+    if (access(p, F_OK) == 0)
+        ck_assert_str_eq(c.source, p); /* a machine with spur installed reads its file */
+    else
+        ck_assert_str_eq(c.source, "(embedded defaults)");
+    cfg_free(&c);
+}
+
+START_TEST(test_missing_default_file)
+{
+    unsetenv("SPUR_CONFIG");
+    check_default_path_load();
+    /* Set but empty counts as unset, for cfg_default_path() and cfg_load() alike. */
+    ck_assert_int_eq(setenv("SPUR_CONFIG", "", 1), 0);
+    check_default_path_load();
+    unsetenv("SPUR_CONFIG");
+}
+END_TEST
+
+/* ---- cfg_print ---------------------------------------------------------------------- */
+
+START_TEST(test_print_round_trip_hard_strings)
+{
+    /* Strings that need escapes in YAML: quotes, backslashes, controls, line breaks. */
+    struct cfg c;
+    expect_ok("accounting:\n"
+              "  database_url: \"q\\\"b\\\\ t\\tn\\nr\\r\\x01\\x7f\\x80\\u0085\\u00a0"
+              "\\u2028\\u2029\\ufeff\\ufffe\\uffff\\ud7ff\\ue000\\U0001F600 caf\\u00e9 #x: y\"\n"
+              "partitions:\n"
+              "  - name: p\n"
+              "    nodes: \"  leading, trailing  \"\n"
+              "  - name: q\n"
+              "    nodes: \"- [a]: {b} & *c ! | > % @ `\"\n",
+              &c);
+    ck_assert_str_eq(c.partitions[0].nodes, "  leading, trailing  ");
+    assert_round_trip(&c);
+    cfg_free(&c);
+}
+END_TEST
+
+START_TEST(test_print_format)
+{
+    /* Spot-check the layout: the source comment, quoted strings, flow lists. */
+    struct cfg c;
+    ck_assert_int_eq(cfg_defaults(&c), 0);
+    char *text = print_to_string(&c);
+    const char *head = "# effective configuration, from (embedded defaults)\n"
+                       "cluster_name: \"spur\"\n"
+                       "controller:\n"
+                       "  listen: \"[::]:6817\"\n";
+    ck_assert_msg(strncmp(text, head, strlen(head)) == 0, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "\n  peers: [\"127.0.0.1:6821\"]\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\npartitions:\n  - name: \"default\"\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n    default: true\n"));
+    free(text);
+    cfg_free(&c);
+}
+END_TEST
+
+/* ---- helpers: host:port, bind, node id ---------------------------------------------- */
+
+struct hp_case {
+    const char *in;
+    int rc;
+    const char *host;
+    uint16_t port;
+};
+
+static const struct hp_case hp_cases[] = {
+    {"a:1", 0, "a", 1},
+    {"localhost:6817", 0, "localhost", 6817},
+    {"spurctld-1.spurctld.ns.svc:6821", 0, "spurctld-1.spurctld.ns.svc", 6821},
+    {"host_1:65535", 0, "host_1", 65535},
+    {"10.0.0.1:80", 0, "10.0.0.1", 80},
+    {"[::1]:6817", 0, "::1", 6817},
+    {"[::]:6821", 0, "::", 6821},
+    {"[fd00::3]:1", 0, "fd00::3", 1},
+    {"a:007", 0, "a", 7},
+    {"", -1, NULL, 0},
+    {"localhost", -1, NULL, 0},  /* no port */
+    {"localhost:", -1, NULL, 0}, /* empty port */
+    {":6817", -1, NULL, 0},      /* empty host */
+    {"::1:6817", -1, NULL, 0},   /* IPv6 without brackets */
+    {"::1", -1, NULL, 0},        /* IPv6 without brackets or port */
+    {"fe80::1", -1, NULL, 0},
+    {"[::1]", -1, NULL, 0}, /* brackets, no port */
+    {"[::1]6817", -1, NULL, 0},
+    {"[]:6817", -1, NULL, 0},
+    {"[::1:6817", -1, NULL, 0},
+    {"a:0", -1, NULL, 0}, /* port 0 */
+    {"[::1]:0", -1, NULL, 0},
+    {"a:65536", -1, NULL, 0},
+    {"a:100000", -1, NULL, 0},
+    {"a:-1", -1, NULL, 0},
+    {"a:+1", -1, NULL, 0},
+    {"a:1x", -1, NULL, 0},
+    {"a: 1", -1, NULL, 0},
+    {"a b:1", -1, NULL, 0}, /* garbage host characters */
+    {"a$:1", -1, NULL, 0},
+    {"a/b:1", -1, NULL, 0},
+    {"h\xc3\xa9:1", -1, NULL, 0},
+    {"a:1:2", -1, NULL, 0},
+};
+
+START_TEST(test_split_hostport)
+{
+    const struct hp_case *hc = &hp_cases[_i];
+    char host[256];
+    uint16_t port = 0;
+    memset(host, 'X', sizeof(host));
+    int rc = cfg_split_hostport(hc->in, host, sizeof(host), &port);
+    ck_assert_msg(rc == hc->rc, "\"%s\": rc %d, want %d", hc->in, rc, hc->rc);
+    if (rc == 0) {
+        ck_assert_str_eq(host, hc->host);
+        ck_assert_uint_eq(port, hc->port);
+    }
+}
+END_TEST
+
+START_TEST(test_split_hostport_small_buffer)
+{
+    char host[8];
+    uint16_t port;
+    /* Seven characters and the NUL fit; eight do not, and nothing is truncated silently. */
+    ck_assert_int_eq(cfg_split_hostport("abcdefg:1", host, sizeof(host), &port), 0);
+    ck_assert_str_eq(host, "abcdefg");
+    ck_assert_int_eq(cfg_split_hostport("abcdefgh:1", host, sizeof(host), &port), -1);
+    ck_assert_int_eq(cfg_split_hostport("[1:2:3:4]:1", host, sizeof(host), &port), 0);
+    ck_assert_str_eq(host, "1:2:3:4");
+    ck_assert_int_eq(cfg_split_hostport("[1:2:3:45]:1", host, sizeof(host), &port), -1);
+    ck_assert_int_eq(cfg_split_hostport(NULL, host, sizeof(host), &port), -1);
+}
+END_TEST
+
+START_TEST(test_bind_address)
+{
+    char addr[64];
+    ck_assert_int_eq(cfg_bind_address("all", addr, sizeof(addr)), 0);
+    ck_assert_str_eq(addr, "::");
+    ck_assert_int_eq(cfg_bind_address("loopback", addr, sizeof(addr)), 0);
+    ck_assert_str_eq(addr, "127.0.0.1");
+    ck_assert_int_eq(cfg_bind_address("10.1.2.3", addr, sizeof(addr)), 0);
+    ck_assert_str_eq(addr, "10.1.2.3");
+    ck_assert_int_eq(cfg_bind_address("0.0.0.0", addr, sizeof(addr)), 0);
+    ck_assert_str_eq(addr, "0.0.0.0");
+    ck_assert_int_eq(cfg_bind_address("::1", addr, sizeof(addr)), 0);
+    ck_assert_str_eq(addr, "::1");
+    ck_assert_int_eq(cfg_bind_address("fd00::1:2", addr, sizeof(addr)), 0);
+    ck_assert_str_eq(addr, "fd00::1:2");
+    static const char *const bad[] = {"",       "All",         "localhost", "any",
+                                      "1.2.3",  "1.2.3.4.5",   "256.1.1.1", "[::1]",
+                                      "::1%lo", "10.0.0.1:80", " 10.0.0.1", "::g"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(cfg_bind_address(bad[i], addr, sizeof(addr)) == -1, "accepted \"%s\"",
+                      bad[i]);
+}
+END_TEST
+
+static void set_peers(struct cfg *c, const char *const *peers, size_t n)
+{
+    for (size_t i = 0; i < c->controller.npeers; i++)
+        free(c->controller.peers[i]);
+    free(c->controller.peers);
+    c->controller.peers = calloc(n, sizeof(char *));
+    ck_assert_ptr_nonnull(c->controller.peers);
+    for (size_t i = 0; i < n; i++)
+        c->controller.peers[i] = strdup(peers[i]);
+    c->controller.npeers = n;
+}
+
+START_TEST(test_node_id)
+{
+    static const char *const sts[] = {"spurctld-0.spurctld.ns.svc:6821",
+                                      "spurctld-1.spurctld.ns.svc:6821",
+                                      "spurctld-2.spurctld.ns.svc:6821"};
+    struct cfg c;
+    ck_assert_int_eq(cfg_defaults(&c), 0);
+    set_peers(&c, sts, 3);
+
+    /* Exact hostname match. */
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld-1.spurctld.ns.svc"), 2);
+    ck_assert_uint_eq(cfg_node_id(&c, "SPURCTLD-2.spurctld.ns.svc"), 3);
+    /* StatefulSet pods: the short hostname is the peer's first DNS label. */
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld-0"), 1);
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld-1"), 2);
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld-2"), 3);
+    /* No match among several peers: 0, the caller must refuse to guess. */
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld-3"), 0);
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld"), 0);
+    ck_assert_uint_eq(cfg_node_id(&c, "spurctld-1x"), 0);
+    ck_assert_uint_eq(cfg_node_id(&c, ""), 0);
+    ck_assert_uint_eq(cfg_node_id(&c, NULL), 0);
+
+    /* An exact match wins over a short-name match that comes earlier in the list. */
+    static const char *const mixed[] = {"db.example:6821", "db:6821", "[::1]:6821"};
+    set_peers(&c, mixed, 3);
+    ck_assert_uint_eq(cfg_node_id(&c, "db"), 2);
+    ck_assert_uint_eq(cfg_node_id(&c, "db.example"), 1);
+    ck_assert_uint_eq(cfg_node_id(&c, "::1"), 3);
+
+    /* An explicit id wins over any hostname. */
+    c.controller.node_id = 3;
+    ck_assert_uint_eq(cfg_node_id(&c, "db"), 3);
+    ck_assert_uint_eq(cfg_node_id(&c, NULL), 3);
+    c.controller.node_id = 0;
+
+    /* A single peer is this replica, whatever the hostname. */
+    static const char *const one[] = {"elsewhere:6821"};
+    set_peers(&c, one, 1);
+    ck_assert_uint_eq(cfg_node_id(&c, "myhost"), 1);
+    ck_assert_uint_eq(cfg_node_id(&c, NULL), 1);
+    cfg_free(&c);
+}
+END_TEST
+
+/* ---- cfg_key_names ------------------------------------------------------------------ */
+
+static bool names_has(const char *const *names, const char *k)
+{
+    for (size_t i = 0; names[i] != NULL; i++)
+        if (strcmp(names[i], k) == 0)
+            return true;
+    return false;
+}
+
+START_TEST(test_key_names_match_printer)
+{
+    /*
+     * cfg_print() writes every key; rebuild the dotted names from its layout and require
+     * the same set as cfg_key_names().
+     */
+    const char *const *names = cfg_key_names();
+    size_t nnames = 0;
+    for (; names[nnames] != NULL; nnames++)
+        for (size_t j = 0; j < nnames; j++)
+            ck_assert_msg(strcmp(names[j], names[nnames]) != 0, "%s listed twice", names[j]);
+    ck_assert_uint_ge(nnames, 30);
+
+    struct cfg c;
+    ck_assert_int_eq(cfg_defaults(&c), 0);
+    char *text = print_to_string(&c);
+    char section[64] = "";
+    size_t nprinted = 0;
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        if (line[0] == '#')
+            continue;
+        char key[64], full[160];
+        const char *k = line;
+        if (strncmp(line, "  - ", 4) == 0 || strncmp(line, "    ", 4) == 0)
+            k = line + 4;
+        else if (strncmp(line, "  ", 2) == 0)
+            k = line + 2;
+        size_t kl = strcspn(k, ":");
+        ck_assert_msg(k[kl] == ':' && kl < sizeof(key), "odd line \"%s\"", line);
+        memcpy(key, k, kl);
+        key[kl] = '\0';
+        if (k == line) {
+            snprintf(section, sizeof(section), "%s", key);
+            /* A section header, unless the key itself holds a list (partitions). */
+            if (k[kl + 1] == '\0' && !names_has(names, key))
+                continue;
+            snprintf(full, sizeof(full), "%s", key);
+        } else {
+            snprintf(full, sizeof(full), "%s.%s", section, key);
+        }
+        ck_assert_msg(names_has(names, full), "printed key %s missing from cfg_key_names()", full);
+        nprinted++;
+    }
+    ck_assert_uint_eq(nprinted, nnames);
+    free(text);
+    cfg_free(&c);
+}
+END_TEST
+
+START_TEST(test_key_names_known_to_loader)
+{
+    /* Every listed key is one the loader knows: a wrong type names it, never "unknown key". */
+    const char *const *names = cfg_key_names();
+    for (size_t i = 0; names[i] != NULL; i++) {
+        const char *k = names[i];
+        const char *dot = strchr(k, '.');
+        char *yaml = NULL, *prefix = NULL;
+        int n1, n2;
+        if (strncmp(k, "partitions.", 11) == 0) {
+            bool is_nodes = strcmp(k, "partitions.nodes") == 0;
+            n1 = asprintf(&yaml, "partitions:\n  - %s: p\n    %s: {x: 1}\n",
+                          is_nodes ? "name" : "nodes", k + 11);
+            n2 = asprintf(&prefix, "t.yaml:3: partitions[0].%s: ", k + 11);
+        } else if (dot != NULL) {
+            n1 = asprintf(&yaml, "%.*s:\n  %s: {x: 1}\n", (int)(dot - k), k, dot + 1);
+            n2 = asprintf(&prefix, "t.yaml:2: %s: ", k);
+        } else {
+            n1 = asprintf(&yaml, "%s: {x: 1}\n", k);
+            n2 = asprintf(&prefix, "t.yaml:1: %s: ", k);
+        }
+        ck_assert(n1 >= 0 && n2 >= 0);
+        expect_error(yaml, prefix, "expected");
+        free(yaml);
+        free(prefix);
+    }
+}
+END_TEST
+
+/* ---- error message form ------------------------------------------------------------- */
+
+START_TEST(test_message_form_long_key)
+{
+    /* A long unknown key still yields one bounded, well-formed message. */
+    char yaml[1200];
+    memset(yaml, 'k', 1000);
+    memcpy(yaml + 1000, ": 1\n", 5);
+    struct cfg c;
+    struct cfg_error e;
+    ck_assert_int_eq(load(yaml, &c, &e), -1);
+    ck_assert(strncmp(e.msg, "t.yaml:1: kkkk", 14) == 0);
+    ck_assert_uint_lt(strlen(e.msg), sizeof(e.msg));
+}
+END_TEST
+
+static Suite *cfg_suite(void)
+{
+    Suite *s = suite_create("cfg");
+    TCase *tc = tcase_create("refusals");
+    tcase_add_loop_test(tc, test_refusals, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+    tcase_add_loop_test(tc, test_range_boundaries, 0,
+                        (int)(sizeof(range_cases) / sizeof(range_cases[0])));
+    tcase_add_test(tc, test_message_form_long_key);
+    tcase_add_test(tc, test_list_length_bounds);
+    tcase_add_test(tc, test_state_dir_length);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("loading");
+    tcase_add_test(tc, test_accepted_values);
+    tcase_add_test(tc, test_partitions);
+    tcase_add_test(tc, test_full_file);
+    tcase_add_test(tc, test_empty_is_defaults);
+    tcase_add_test(tc, test_partial_keeps_other_defaults);
+    tcase_add_test(tc, test_too_large_buffer);
+    tcase_add_test(tc, test_file_errors);
+    tcase_add_test(tc, test_spur_config_env);
+    tcase_add_test(tc, test_missing_default_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("print");
+    tcase_add_test(tc, test_print_round_trip_hard_strings);
+    tcase_add_test(tc, test_print_format);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("helpers");
+    tcase_add_loop_test(tc, test_split_hostport, 0, (int)(sizeof(hp_cases) / sizeof(hp_cases[0])));
+    tcase_add_test(tc, test_split_hostport_small_buffer);
+    tcase_add_test(tc, test_bind_address);
+    tcase_add_test(tc, test_node_id);
+    tcase_add_test(tc, test_key_names_match_printer);
+    tcase_add_test(tc, test_key_names_known_to_loader);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cfg_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
