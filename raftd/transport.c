@@ -531,6 +531,9 @@ static void in_close(struct tconn *c)
     free(c);
 }
 
+static void in_flushed(struct bufferevent *bev, void *arg);
+static void in_event(struct bufferevent *bev, short what, void *arg);
+
 static void in_read(struct bufferevent *bev, void *arg)
 {
     struct tconn *c = arg;
@@ -577,6 +580,16 @@ static void in_read(struct bufferevent *bev, void *arg)
                     log_event(LOG_ERROR, "transport", "incoming peer refused",
                               "from=%s why=\"%s\"", c->remote, why);
                 }
+                /*
+                 * Tell the peer who we are before closing, so its own check names the
+                 * mismatch in its log instead of seeing a bare disconnect. A frame that did
+                 * not decode gets no answer.
+                 */
+                if (rc == RAFT_WIRE_OK && send_handshake(t, bev) == 0) {
+                    bufferevent_disable(bev, EV_READ);
+                    bufferevent_setcb(bev, NULL, in_flushed, in_event, c);
+                    return;
+                }
                 in_close(c);
                 return;
             }
@@ -616,6 +629,13 @@ static void in_read(struct bufferevent *bev, void *arg)
         t->cb.on_message(t->cb.arg, &m.msg);
         raft_wire_msg_free(&m);
     }
+}
+
+/* Write callback of a refused connection: close once our handshake has left. */
+static void in_flushed(struct bufferevent *bev, void *arg)
+{
+    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        in_close(arg);
 }
 
 static void in_event(struct bufferevent *bev, short what, void *arg)

@@ -40,3 +40,28 @@ def built_programs():
     if missing:
         pytest.exit(f"build the project first (missing: {', '.join(map(str, missing))}); "
                     f"SPUR_BUILD_DIR={spurtest.BUILD}", returncode=2)
+
+
+@pytest.fixture
+def cluster_factory(tmp_path):
+    """Make clusters with cluster_factory(n, **config_overrides); all are killed after."""
+    made = []
+
+    def make(n=3, **over):
+        c = spurtest.Cluster(tmp_path / f"c{len(made)}", n=n, **over)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.kill_all()
+
+
+@pytest.fixture
+def cluster3(cluster_factory):
+    """A running 3-replica cluster with a leader."""
+    c = cluster_factory(3)
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+    return c

@@ -300,3 +300,143 @@ def port_is_free(port, host="127.0.0.1"):
             return True
         except OSError:
             return False
+
+
+# ---- clusters ------------------------------------------------------------------------
+
+def cluster_config(tmp, n, i, ports, cluster_name="test", **over):
+    """Config of replica i (1-based) of an n-replica cluster on 127.0.0.1."""
+    peers = [f"127.0.0.1:{ports[k]['raft']}" for k in range(n)]
+    hosts = [f"127.0.0.1:{ports[k]['api']}" for k in range(n)]
+    p = ports[i - 1]
+    cfg = {
+        "cluster_name": cluster_name,
+        "controller": {
+            "listen": f"127.0.0.1:{p['api']}",
+            "state_dir": str(tmp / f"state{i}"),
+            "node_id": i,
+            "peers": peers,
+            "hosts": hosts,
+        },
+        "raft": {"listen": f"127.0.0.1:{p['raft']}", "heartbeat_ms": 50,
+                 "election_timeout_ms": 500},
+        "health": {"bind": "loopback", "port": p["health"]},
+        "metrics": {"bind": "loopback", "port": p["metrics"]},
+        "supervisor": {"heartbeat_ms": 50, "stall_timeout_ms": 1500, "kill_timeout_ms": 3000,
+                       "shutdown_grace_ms": 5000},
+    }
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+            cfg[k].update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
+class Cluster:
+    """n replicas, each under its own spurctld, on 127.0.0.1 with free ports.
+
+    replicas[i] is the Supervisor of node i+1 (or None while stopped). Use start(i) to
+    (re)start node i with the same config and state dir; client(...) runs a spur command
+    against the cluster (or one replica).
+    """
+
+    def __init__(self, tmp, n=3, build=None, cluster_name="test", **over):
+        self.tmp = Path(tmp)
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        self.n = n
+        self.ports = [{k: free_port() for k in ("api", "raft", "health", "metrics")}
+                      for _ in range(n)]
+        self.cfgs = [cluster_config(self.tmp, n, i + 1, self.ports, cluster_name, **over)
+                     for i in range(n)]
+        self.replicas = [None] * n
+        self.generation = [0] * n
+        self.cfg_path = write_config(self.tmp / "client.yaml", **self.cfgs[0])
+
+    def start(self, i, env=None):
+        """Start node i (1-based)."""
+        self.generation[i - 1] += 1
+        s = Supervisor(self.tmp, cfg=self.cfgs[i - 1], env=env,
+                       name=f"n{i}-{self.generation[i - 1]}")
+        self.replicas[i - 1] = s
+        return s
+
+    def start_all(self):
+        for i in range(1, self.n + 1):
+            self.start(i)
+        return self
+
+    def replica(self, i):
+        return self.replicas[i - 1]
+
+    def alive(self):
+        return [i for i in range(1, self.n + 1)
+                if self.replicas[i - 1] is not None and self.replicas[i - 1].proc.poll() is None]
+
+    def api(self, i):
+        return f"127.0.0.1:{self.ports[i - 1]['api']}"
+
+    def hosts(self, only=None):
+        ids = only if only is not None else range(1, self.n + 1)
+        return ",".join(self.api(i) for i in ids)
+
+    def spur(self, *args, host=None, timeout=30, check=False, env=None, input=None):
+        """Run a spur command (argv[0] picks it: sbatch, squeue, ...)."""
+        e = dict(os.environ)
+        e["SPUR_CONFIG"] = str(self.cfg_path)
+        e["SPUR_CONTROLLER"] = host if host else self.hosts()
+        e.update(env or {})
+        cmd = [str(BUILD / "client" / args[0])] + [str(a) for a in args[1:]]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout,
+                           input=input)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+        return p
+
+    def status(self, i, timeout=5):
+        """scontrol raft status --json of node i, or None when it does not answer."""
+        import json
+        p = self.spur("scontrol", "raft", "status", "--json", host=self.api(i),
+                      env={"SPUR_TIMEOUT_MS": str(int(timeout * 1000))}, timeout=timeout + 5)
+        if p.returncode != 0:
+            return None
+        return json.loads(p.stdout)
+
+    def leader(self, among=None, timeout=15):
+        """Wait until the given (default: alive) replicas agree on one leader among them."""
+        def agreed():
+            ids = among if among is not None else self.alive()
+            seen = set()
+            for i in ids:
+                st = self.status(i, timeout=2)
+                if st is None or st["leader_id"] == 0:
+                    return None
+                seen.add(st["leader_id"])
+            if len(seen) == 1:
+                lid = seen.pop()
+                return lid if lid in ids else None
+            return None
+        return wait_until(agreed, timeout, interval=0.05, what="an agreed leader")
+
+    def wait_ready(self, ids=None, timeout=20):
+        for i in (ids or self.alive()):
+            self.replica(i).wait_ready(timeout)
+
+    def worker_pid(self, i):
+        return self.replica(i).worker_pid()
+
+    def kill_worker(self, i, sig=signal.SIGKILL):
+        """Kill node i's worker; its supervisor then exits 70. Returns that exit code."""
+        s = self.replica(i)
+        os.kill(s.worker_pid(), sig)
+        return s.wait_exit(20)
+
+    def stop(self, i, sig=signal.SIGTERM, timeout=20):
+        s = self.replica(i)
+        s.signal(sig)
+        return s.wait_exit(timeout)
+
+    def kill_all(self):
+        for s in self.replicas:
+            if s is not None:
+                s.kill()
