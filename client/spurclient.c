@@ -278,6 +278,9 @@ static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
     return 0;
 }
 
+static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
+                   spurc_response **resp, char *err, size_t errlen);
+
 /* One exchange on the current connection. Returns 0 with *resp, or -1 with err. */
 static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spurc_response **resp,
                     char *err, size_t errlen)
@@ -298,9 +301,27 @@ static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spur
     int rc = send_all(c->fd, buf, FRAME_HEADER_LEN + n, deadline);
     free(buf);
     if (rc != 0) {
-        snprintf(err, errlen, "%s: send: %s", c->fd_target, strerror(errno));
+        /*
+         * A replica that refuses the frame (over its size limit) answers and closes the
+         * connection before it has read the rest, so the send fails with a reset. Its
+         * answer may still be waiting here, and says more than the reset does.
+         */
+        int e = errno;
+        if (receive(c, req, deadline, resp, err, errlen) == 0)
+            return 0;
+        snprintf(err, errlen, "%s: send: %s", c->fd_target, strerror(e));
         return -1;
     }
+    return receive(c, req, deadline, resp, err, errlen);
+}
+
+/*
+ * Read frames until the answer to req. Returns 0 with *resp, -1 (connection or frame
+ * trouble: try elsewhere), or -2 (give up) with err.
+ */
+static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
+                   spurc_response **resp, char *err, size_t errlen)
+{
     for (;;) {
         uint8_t hdr[FRAME_HEADER_LEN];
         if (recv_all(c->fd, hdr, sizeof(hdr), deadline) != 0) {
@@ -309,9 +330,12 @@ static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spur
         }
         uint32_t len = frame_get_header(hdr);
         if (len > c->max_frame) {
-            snprintf(err, errlen, "%s: answer of %u bytes is over the %u-byte limit", c->fd_target,
-                     len, c->max_frame);
-            return -1;
+            /* Every replica would give the same answer: asking the next one only costs. */
+            snprintf(err, errlen,
+                     "%s: answer of %u bytes is over the %u-byte limit "
+                     "(controller.max_frame_bytes)",
+                     c->fd_target, len, c->max_frame);
+            return -2;
         }
         uint8_t *body = malloc(len ? len : 1);
         if (body == NULL) {
@@ -329,8 +353,13 @@ static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spur
             snprintf(err, errlen, "%s: undecodable answer", c->fd_target);
             return -1;
         }
-        if (r->request_id != req->request_id) {
-            /* An answer to an earlier, abandoned request on this connection: skip it. */
+        /*
+         * request_id 0 with an error: the replica could not read a request (too large,
+         * undecodable) and closes the connection; that is the answer to the one in
+         * flight. Any other id is an answer to an earlier, abandoned request: skip it.
+         */
+        if (r->request_id != req->request_id &&
+            !(r->request_id == 0 && r->code != SPUR__API__CODE__CODE_OK)) {
             spurc_response_free(r);
             continue;
         }
@@ -354,7 +383,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
     bool hint_used = false;
     size_t idx = c->cur;
     size_t misses = 0;
-    uint32_t backoff = 50;
+    uint32_t backoff = 10; /* ms; doubles to 250: an election or hand-over takes 0.05-2 s */
     spurc_response *last = NULL;
     char lasterr[400] = "no replica tried";
 
@@ -386,8 +415,11 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
         spurc_response *r = NULL;
         int rc = exchange(c, req, deadline, &r, lasterr, sizeof(lasterr));
         if (rc == -2) {
+            /* A definite failure (see receive()): say it as it is. */
             disconnect(c);
-            break;
+            spurc_response_free(last);
+            snprintf(err, errlen, "%s", lasterr);
+            return -1;
         }
         if (rc != 0) {
             disconnect(c);
@@ -412,6 +444,8 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
         for (size_t i = 0; i < c->nhosts; i++)
             if (strcmp(c->hosts[i], c->fd_target) == 0)
                 c->cur = i;
+        if (r->request_id != req->request_id)
+            disconnect(c); /* the replica closes after such an answer (receive()) */
         spurc_response_free(last);
         *resp = r;
         return 0;
@@ -423,7 +457,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             struct timespec ts = {0, (long)(backoff < (uint32_t)left ? backoff : (uint32_t)left) *
                                          1000000L};
             nanosleep(&ts, NULL);
-            backoff = backoff * 2 > 500 ? 500 : backoff * 2;
+            backoff = backoff * 2 > 250 ? 250 : backoff * 2;
             hint_used = false;
         }
     }

@@ -58,6 +58,7 @@
 #define TRAILING_ENTRIES_MAX 5000 /* kept behind a snapshot for slightly late followers */
 #define FSM_TICK_MS 30000         /* leader's clock into the log when idle */
 #define BOOT_WAIT_MIN_MS 500
+#define STOP_LINGER_MS 100 /* after a hand-over, time for forwarded answers to come back */
 
 static void handle_update(struct node *n, const struct raft_update *u);
 
@@ -977,8 +978,22 @@ static void on_stop_check(evutil_socket_t fd, short what, void *arg)
     struct node *n = arg;
     (void)fd;
     (void)what;
-    bool moved = n->raft == NULL || n->role != RAFT_LEADER;
-    if (moved || node_now_ms() >= n->stop_deadline_ms) {
+    /* Nothing to hand over (not leading, or the only voter): stop at once. */
+    bool moved = n->raft == NULL || n->role != RAFT_LEADER || !n->stop_transfer;
+    uint64_t now = node_now_ms();
+    if (moved && n->stop_moved_ms == 0)
+        n->stop_moved_ms = now;
+    /*
+     * After the hand-over, stay a moment (until the new leader is known here, at most
+     * STOP_LINGER_MS) so that requests forwarded to it get their answers back through us.
+     */
+    bool settled = moved && (n->raft == NULL || !n->stop_transfer ||
+                             (n->leader != 0 && n->leader != n->id) ||
+                             now - n->stop_moved_ms >= STOP_LINGER_MS);
+    if (settled && n->raft != NULL && now - n->stop_moved_ms < STOP_LINGER_MS &&
+        node_api_waiting(n) > 0)
+        settled = false;
+    if (settled || now >= n->stop_deadline_ms) {
         if (!moved)
             log_event(LOG_WARN, "raftd", "leadership not handed over in time; stopping anyway",
                       NULL);
@@ -1001,6 +1016,7 @@ void node_shutdown(struct node *n)
     if (n->raft != NULL && n->role == RAFT_LEADER) {
         const struct raft_config *c = raft_get_config(n->raft);
         if (raft_config_voters(c) > 1) {
+            n->stop_transfer = true;
             log_event(LOG_INFO, "raftd", "handing leadership over before stopping", NULL);
             struct raft_event ev = {.type = RAFT_EV_TRANSFER, .now = node_now_ms()};
             ev.target = 0;

@@ -603,9 +603,14 @@ void node_api_leader_changed(struct node *n)
 void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req)
 {
     struct node *n = arg;
-    if (n->stopping) {
+    if (n->stopping && (n->role == RAFT_LEADER || n->raft == NULL)) {
+        /*
+         * Handing leadership over: no new proposals here. Once it has moved, a stopping
+         * replica keeps forwarding and reading for its last moments, so clients that still
+         * reach it do not lose time.
+         */
         api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL,
-                        "this replica is shutting down");
+                        "this replica is shutting down and handing leadership over; retry");
         return;
     }
     switch (req->op_case) {

@@ -133,6 +133,8 @@ struct node {
     /* shutdown */
     bool stopping;
     uint64_t stop_deadline_ms;
+    uint64_t stop_moved_ms; /* when leadership had left during a stop */
+    bool stop_transfer;     /* a hand-over was started by the stop */
     struct event *ev_status;
 
     /* counters */

@@ -82,8 +82,19 @@ struct tconn {
     struct tconn *next;  /* inbound list */
 };
 
+/* Refusals already logged, so that a peer retrying forever is logged once a minute. */
+#define REFUSAL_SLOTS 16
+#define REFUSAL_RELOG_MS 60000
+struct refusal {
+    char key[192]; /* remote host, claimed id, reason */
+    uint64_t last_ms;
+    uint64_t suppressed;
+};
+
 struct transport {
     struct event_base *base;
+    struct refusal refusals[REFUSAL_SLOTS];
+    unsigned refusal_next;
     struct transport_options opt;
     char *cluster_name;
     char *api_address;
@@ -144,6 +155,44 @@ static void queue_clear(struct tpeer *p)
     }
     p->ctl_head = p->ctl_tail = p->bulk_head = p->bulk_tail = NULL;
     p->qframes = p->qbytes = 0;
+}
+
+/*
+ * Log an incoming refusal unless the same one (host, claimed id, reason) was logged in the
+ * last minute; then say how many were not logged.
+ */
+static void log_refusal(struct transport *t, const char *remote, raft_id claimed,
+                        const char *why)
+{
+    char key[192];
+    char host[80];
+    snprintf(host, sizeof(host), "%s", remote);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0'; /* the source port changes on every retry */
+    snprintf(key, sizeof(key), "%s|%u|%.100s", host, claimed, why);
+    uint64_t now = mono_ms();
+    for (unsigned i = 0; i < REFUSAL_SLOTS; i++) {
+        struct refusal *r = &t->refusals[i];
+        if (strcmp(r->key, key) != 0)
+            continue;
+        if (now - r->last_ms < REFUSAL_RELOG_MS) {
+            r->suppressed++;
+            return;
+        }
+        log_event(LOG_ERROR, "transport", "incoming peer refused",
+                  "from=%s claimed_id=%u why=\"%s\" repeats=%llu", remote, claimed, why,
+                  (unsigned long long)r->suppressed);
+        r->last_ms = now;
+        r->suppressed = 0;
+        return;
+    }
+    struct refusal *r = &t->refusals[t->refusal_next++ % REFUSAL_SLOTS];
+    snprintf(r->key, sizeof(r->key), "%s", key);
+    r->last_ms = now;
+    r->suppressed = 0;
+    log_event(LOG_ERROR, "transport", "incoming peer refused", "from=%s claimed_id=%u why=\"%s\"",
+              remote, claimed, why);
 }
 
 /* ---- handshakes ------------------------------------------------------------------- */
@@ -572,14 +621,7 @@ static void in_read(struct bufferevent *bev, void *arg)
             }
             if (rc != RAFT_WIRE_OK || check_handshake(t, &h, 0, why, sizeof(why)) != 0) {
                 t->stats.refused++;
-                /* Log once per remote address and reason class, not once per retry. */
-                struct tpeer *p = rc == RAFT_WIRE_OK ? peer_find(t, h.node_id) : NULL;
-                if (p == NULL || !p->refused_logged) {
-                    if (p)
-                        p->refused_logged = true;
-                    log_event(LOG_ERROR, "transport", "incoming peer refused",
-                              "from=%s why=\"%s\"", c->remote, why);
-                }
+                log_refusal(t, c->remote, rc == RAFT_WIRE_OK ? h.node_id : 0, why);
                 /*
                  * Tell the peer who we are before closing, so its own check names the
                  * mismatch in its log instead of seeing a bare disconnect. A frame that did
