@@ -638,6 +638,13 @@ static void try_bootstrap(struct node *n)
         if (id == n->id)
             continue;
         if (n->peer_has_cluster[id]) {
+            if (n->peer_lists_us[id] && !n->waiting_logged) {
+                log_event(LOG_WARN, "raftd",
+                          "empty state, but the running cluster lists this node: rejoining to "
+                          "be caught up; if this replica lost its disk, the safe course is to "
+                          "remove it and add it back with a new id",
+                          "node_id=%u peer=%zu", n->id, id);
+            }
             if (!n->peer_lists_us[id] && !n->waiting_logged) {
                 n->waiting_logged = true;
                 log_event(LOG_WARN, "raftd",
@@ -676,8 +683,23 @@ static void on_peer(void *arg, const struct transport_peer_info *info, bool up)
         n->peer_empty[info->id] = !info->has_cluster;
         n->peer_lists_us[info->id] = info->lists_us;
     }
-    if (!n->started)
+    if (!n->started) {
         try_bootstrap(n);
+        return;
+    }
+    /*
+     * A peer (re)connected to the leader. If it restarted with less than the leader believes
+     * it has (a lost disk), only the next AppendEntries reveals it; propose a clock tick so
+     * that one goes out now rather than at the next client write.
+     */
+    if (up && n->role == RAFT_LEADER && !n->stopping &&
+        node_now_ms() - n->last_probe_ms >= 1000) {
+        uint8_t *data = NULL;
+        size_t len = 0;
+        n->last_probe_ms = node_now_ms();
+        if (fsm_encode_tick(wall_ms(), &data, &len) == FSM_OK)
+            node_api_propose_internal(n, data, len);
+    }
 }
 
 static void on_boot_timer(evutil_socket_t fd, short what, void *arg)
@@ -883,7 +905,7 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
     n->ev_tick = evtimer_new(base, on_tick, n);
     n->ev_boot = evtimer_new(base, on_boot_timer, n);
     n->ev_status = event_new(base, -1, EV_PERSIST, on_status_timer, n);
-    if (pipe2(n->snap_pipe, O_CLOEXEC) == 0)
+    if (pipe2(n->snap_pipe, O_CLOEXEC | O_NONBLOCK) == 0)
         n->ev_snap = event_new(base, n->snap_pipe[0], EV_READ | EV_PERSIST, on_snapshot_done, n);
     if (!n->fsm || !n->ev_storage || !n->ev_tick || !n->ev_boot || !n->ev_status || !n->ev_snap) {
         snprintf(why, whylen, "out of memory");
@@ -1077,7 +1099,9 @@ void node_free(struct node *n)
         /* A snapshot may still be writing with the storage: let it finish first. */
         pthread_join(n->snap_thread, NULL);
         struct snap_job *j;
-        if (read(n->snap_pipe[0], &j, sizeof(j)) == (ssize_t)sizeof(j)) {
+        /* Its job comes back through the pipe unless the loop already took it. */
+        if (n->snapshot_running &&
+            read(n->snap_pipe[0], &j, sizeof(j)) == (ssize_t)sizeof(j)) {
             raft_buf_unref(j->data);
             free(j);
         }

@@ -1075,8 +1075,16 @@ static void handle_append_resp(struct raft *r, struct raft_progress *pr, const s
         next = k + 1;
         if (next > m->index)
             next = m->index;
-        if (next <= pr->match)
-            next = pr->match + 1;
+        if (next <= pr->match) {
+            /*
+             * It refuses an index it acknowledged before: it has lost its log (a replica
+             * restarted on an empty disk). Forget what it acknowledged - a lower match only
+             * makes commits wait for others - and probe from where it says it is, or this
+             * exchange would repeat forever at match + 1.
+             */
+            r->counters.lost_logs++;
+            pr->match = next - 1;
+        }
         raft_progress_probe(pr);
         pr->next = next;
         send_append(r, pr, SEND_NORMAL);

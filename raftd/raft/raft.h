@@ -348,6 +348,7 @@ struct raft_counters {
     uint64_t unknown_sender; /* responses from nodes not in the configuration */
     uint64_t rejected_appends;
     uint64_t dropped_proposals;
+    uint64_t lost_logs;      /* followers that refused entries they had acknowledged */
 };
 
 struct raft_update {

@@ -26,11 +26,21 @@ SPUR = BUILD / "client" / "spur"
 SPURD = BUILD / "agent" / "spurd"
 
 
+_PORTS_GIVEN = set()
+
+
 def free_port(host="127.0.0.1"):
-    """A port that was free a moment ago (bind to 0, read it back, release it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port that was free a moment ago (bind to 0, read it back, release it), and that
+    this test process has not handed out before: the kernel may offer a released port
+    again, and two listeners of one test must never get the same one."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _PORTS_GIVEN:
+            _PORTS_GIVEN.add(port)
+            return port
+    raise RuntimeError("no fresh free port")
 
 
 def wait_until(pred, timeout, interval=0.005, what="condition"):

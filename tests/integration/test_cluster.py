@@ -371,3 +371,41 @@ def test_worker_restart_keeps_every_acknowledged_job(cluster3):
     for k in range(10):
         assert f"durable{k}" in names
     assert max(ids) < submit(c, "next")
+
+
+def test_snapshots_compact_the_log_and_a_wiped_replica_catches_up_from_one(cluster_factory):
+    c = cluster_factory(3, raft={"snapshot_entries": 100})
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+    # Writes in bulk through the C writer (one CLI process per job would take longer).
+    writer = os.path.join(os.environ.get("SPUR_BUILD_DIR", ""), "bench", "cluster",
+                          "bench-writer")
+    import spurtest
+    writer = spurtest.BUILD / "bench" / "cluster" / "bench-writer"
+    import subprocess
+    out = subprocess.run([str(writer), c.hosts(), "test", "3000"], capture_output=True,
+                         text=True, timeout=60).stdout
+    acked = sum(1 for line in out.splitlines() if line.endswith(" 1"))
+    assert acked > 250, acked
+    lid = c.leader()
+    state = c.cfgs[lid - 1]["controller"]["state_dir"]
+    wait_until(lambda: glob.glob(os.path.join(state, "snap-*.snap")), 10, what="a snapshot")
+    assert "snapshot saved" in c.replica(lid).log()
+    assert len(glob.glob(os.path.join(state, "snap-*.snap"))) <= 2
+    # A follower loses its disk: it comes back empty, joins (its peers run the cluster),
+    # and the leader, whose log no longer starts at 1, sends it a snapshot.
+    victim = next(i for i in (1, 2, 3) if i != lid)
+    assert c.stop(victim) == 0
+    import shutil
+    shutil.rmtree(c.cfgs[victim - 1]["controller"]["state_dir"])
+    s = c.start(victim)
+    s.wait_ready(20)
+    wait_until(lambda: "installed the leader's snapshot" in s.log(), 15)
+    assert "founding the cluster" not in s.log()
+    lst = c.status(lid)
+    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0) >= lst["commit_index"],
+               15, what="caught up")
+    import json
+    p = c.spur("squeue", "-t", "all", "--json", host=c.api(victim))
+    assert len(json.loads(p.stdout)) >= acked

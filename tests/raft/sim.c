@@ -1032,6 +1032,26 @@ void sim_crash(struct sim *s, raft_id id)
     node_down(s, &s->nodes[id]);
 }
 
+void sim_wipe(struct sim *s, raft_id id)
+{
+    struct node *nd;
+    if (id == 0 || id > s->n)
+        return;
+    nd = &s->nodes[id];
+    if (nd->up)
+        node_down(s, nd);
+    trace(s, "n%u: disk wiped", id);
+    durable_truncate(nd, 0);
+    raft_buf_unref(nd->d_snap.data);
+    memset(&nd->d_snap, 0, sizeof(nd->d_snap));
+    nd->d_term = 0;
+    nd->d_vote = 0;
+    nd->sm_index = 0;
+    nd->sm_hash = 0;
+    nd->commit = 0;
+    nd->checked_commit = 0;
+}
+
 void sim_restart(struct sim *s, raft_id id)
 {
     if (id == 0 || id > s->n || s->nodes[id].up)

@@ -83,6 +83,9 @@ void sim_disk_manual(struct sim *s, raft_id id, bool manual);
 int sim_persist(struct sim *s, raft_id id);
 void sim_crash(struct sim *s, raft_id id);
 void sim_restart(struct sim *s, raft_id id);
+/* Crash id and lose its whole disk (term, vote, log, snapshot): an operator's mistake that
+ * Raft does not cover, used to check that a leader still catches such a node up. */
+void sim_wipe(struct sim *s, raft_id id);
 bool sim_up(const struct sim *s, raft_id id);
 /* A paused node (a stopped process) gets no ticks and no messages until resumed. */
 void sim_pause(struct sim *s, raft_id id, bool paused);

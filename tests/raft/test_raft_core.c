@@ -816,6 +816,31 @@ START_TEST(test_far_behind_follower_catches_up_from_chunked_snapshot)
 }
 END_TEST
 
+START_TEST(test_follower_that_lost_its_log_is_caught_up_again)
+{
+    /* A follower restarts on an empty disk: the leader's progress still says it matched
+     * up to the end. Its refusals must reset that, or the leader probes match + 1 forever
+     * (seen in the real worker as a hot AppendEntries loop). */
+    struct sim *s = cluster(3, 0);
+    int i;
+
+    elect(s, 1);
+    for (i = 0; i < 10; i++)
+        propose(s, 1, "before");
+    sim_stabilize(s);
+    ck_assert_uint_eq(sim_applied(s, 3), sim_applied(s, 1));
+    sim_wipe(s, 3);
+    sim_restart(s, 3);
+    propose(s, 1, "after");
+    run_for(s, 500);
+    sim_stabilize(s);
+    ck_assert_uint_eq(status(s, 3).last_index, status(s, 1).last_index);
+    ck_assert_uint_eq(sim_applied(s, 3), sim_applied(s, 1));
+    ck_assert_uint_ge(status(s, 1).counters.lost_logs, 1);
+    sim_free(s);
+}
+END_TEST
+
 START_TEST(test_snapshot_chunk_out_of_order_is_refused)
 {
     struct sim *s = cluster(3, 0);
@@ -1313,6 +1338,7 @@ static Suite *suite(void)
     ADD("transfer", test_transfer_to_zero_picks_most_up_to_date_voter);
     ADD("transfer", test_transfer_refused_on_follower);
     ADD("snapshot", test_far_behind_follower_catches_up_from_chunked_snapshot);
+    ADD("snapshot", test_follower_that_lost_its_log_is_caught_up_again);
     ADD("snapshot", test_snapshot_chunk_out_of_order_is_refused);
     ADD("membership", test_membership_add_learner_promote_remove);
     ADD("membership", test_second_membership_change_refused_while_pending);
