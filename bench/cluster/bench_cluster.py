@@ -154,12 +154,13 @@ def bench_coldstart(spurtest, tmp, trials):
             f"{max(times) * 1000:.0f}"]])
 
 
-def bench_restart(spurtest, tmp, entries):
-    c = spurtest.Cluster(tmp / "r", n=1, raft=dict(DEFAULT_RAFT, snapshot_entries=100000000))
+def bench_restart(spurtest, tmp, entries, kind):
+    c = spurtest.Cluster(tmp / f"r-{kind}", n=1,
+                         raft=dict(DEFAULT_RAFT, snapshot_entries=100000000))
     state = Path(c.cfgs[0]["controller"]["state_dir"])
     mk = spurtest.BUILD / "bench" / "cluster" / "bench-mklog"
-    out = subprocess.run([str(mk), str(state), str(entries), c.cfgs[0]["controller"]["peers"][0]],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([str(mk), str(state), str(entries), c.cfgs[0]["controller"]["peers"][0],
+                          kind], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         print("bench-mklog failed:", out.stderr)
         return
@@ -180,8 +181,9 @@ def bench_restart(spurtest, tmp, entries):
                     rss = int(line.split()[1]) // 1024
     finally:
         c.kill_all()
-    table(f"Restart of a replica with {entries:,} log entries ({size / 2**20:.0f} MiB of "
-          "segments, preallocated)",
+    what = "clock ticks, ~30 B" if kind == "tick" else "job submissions, ~330 B"
+    table(f"Restart of a replica with {entries:,} log entries ({what}; {size / 2**20:.0f} MiB "
+          "of segments, preallocated)",
           ["to RUNNING ms", "storage recovery ms", "to /readyz 200 ms", "worker RSS MiB"],
           [[f"{(t_run - t0) * 1000:.0f}", m.group(1) if m else "?",
             f"{(t_ready - t0) * 1000:.0f}", rss]])
@@ -208,7 +210,8 @@ def main():
         if "transfer" in only:
             bench_transfer(spurtest, tmp, max(5, args.trials // 2))
         if "restart" in only:
-            bench_restart(spurtest, tmp, args.entries)
+            bench_restart(spurtest, tmp, args.entries, "tick")
+            bench_restart(spurtest, tmp, args.entries, "submit")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

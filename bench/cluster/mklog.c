@@ -2,11 +2,12 @@
  * mklog.c - write a state directory holding a valid one-replica Raft log of N entries,
  * for the "restart with 1,000,000 log entries" benchmark.
  *
- *   bench-mklog STATE_DIR N RAFT_ADDRESS
+ *   bench-mklog STATE_DIR N RAFT_ADDRESS [tick|submit]
  *
  * The log: entry 1 is the bootstrap configuration (node 1, voter, RAFT_ADDRESS), entries
- * 2..N are state-machine ticks (small, valid commands), all in term 1, with term 1 and a
- * vote for node 1 in the hard state. Written through the real storage module, so the
+ * 2..N are valid state-machine commands, all in term 1, with term 1 and a vote for node 1
+ * in the hard state: "tick" (default) ~30-byte clock ticks, or "submit" job submissions
+ * with a 256-byte script (~330-byte entries, and N jobs once applied). Written through the real storage module, so the
  * worker recovers it exactly as it would its own.
  */
 #include "fsm.h"
@@ -14,6 +15,7 @@
 #include "storage.h"
 #include "util.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +24,11 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: bench-mklog STATE_DIR N RAFT_ADDRESS\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: bench-mklog STATE_DIR N RAFT_ADDRESS [tick|submit]\n");
         return 64;
     }
+    bool submit = argc == 5 && strcmp(argv[4], "submit") == 0;
     const char *dir = argv[1];
     uint64_t n = strtoull(argv[2], NULL, 10);
     mkdir(dir, 0700);
@@ -48,7 +51,28 @@ int main(int argc, char **argv)
     int clen = raft_config_encode(&conf, cfgbuf, sizeof(cfgbuf));
     uint8_t *tick = NULL;
     size_t tlen = 0;
-    if (clen < 0 || fsm_encode_tick(wall_ms(), &tick, &tlen) != FSM_OK)
+    if (submit) {
+        char script[257];
+        memset(script, '#', 256);
+        memcpy(script, "#!/bin/sh\n", 10);
+        script[255] = '\n';
+        Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+        Spur__Api__SubmitJobRequest sj = SPUR__API__SUBMIT_JOB_REQUEST__INIT;
+        Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+        spec.name = "restart-bench";
+        spec.script.data = (uint8_t *)script;
+        spec.script.len = 256;
+        spec.workdir = "/tmp";
+        sj.spec = &spec;
+        req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
+        req.submit_job = &sj;
+        req.user = "bench";
+        if (fsm_encode_request(&req, wall_ms(), &tick, &tlen) != FSM_OK)
+            return 1;
+    } else if (fsm_encode_tick(wall_ms(), &tick, &tlen) != FSM_OK) {
+        return 1;
+    }
+    if (clen < 0)
         return 1;
 
     enum { BATCH = 8192 };
