@@ -926,3 +926,48 @@ def test_installed_spurctld_finds_its_worker_without_flag(installed, tmp_path):
     assert m, log.read_text()
     used = os.path.realpath(m.group(1))
     assert used == os.path.realpath(under(d, o["libexecdir"] / "spurctld-raftd")), used
+
+
+def test_local_cluster_example_forms_a_cluster(tmp_path):
+    """examples/local-cluster: three valid configs that really form a cluster."""
+    import yaml
+    paths = sorted((REPO / "examples" / "local-cluster").glob("n*.yaml"))
+    assert len(paths) == 3
+    procs = []
+    try:
+        ports = free_ports(12)
+        cfgs = []
+        for k, p in enumerate(paths):
+            cfg = yaml.safe_load(p.read_text())
+            r = subprocess.run([str(SPURCTLD), "--check-config", "-f", str(p)],
+                               capture_output=True, text=True, timeout=WAIT)
+            assert r.returncode == 0, r.stderr
+            cfgs.append(cfg)
+        # Same shape on private ports and state dirs, so the test cannot collide with a
+        # real local cluster.
+        raft = [f"127.0.0.1:{ports[4 * k]}" for k in range(3)]
+        api = [f"127.0.0.1:{ports[4 * k + 1]}" for k in range(3)]
+        for k, cfg in enumerate(cfgs):
+            cfg["controller"].update(listen=api[k], peers=raft, hosts=api,
+                                     state_dir=str(tmp_path / f"n{k + 1}"))
+            cfg["raft"]["listen"] = raft[k]
+            cfg["health"]["port"] = ports[4 * k + 2]
+            cfg["metrics"]["port"] = ports[4 * k + 3]
+            path = tmp_path / f"n{k + 1}.yaml"
+            path.write_text(yaml.safe_dump(cfg))
+            log = open(tmp_path / f"n{k + 1}.log", "wb")
+            procs.append(subprocess.Popen([str(SPURCTLD), "-f", str(path)], stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+        for k in range(3):
+            wait_until(lambda k=k: try_get(ports[4 * k + 2], "/readyz") == (200, "ok\n"),
+                       what=f"replica {k + 1} ready")
+        env = dict(os.environ, SPUR_CONFIG=str(tmp_path / "n1.yaml"))
+        r = subprocess.run([str(BUILD / "client" / "sinfo"), "-h", "-o", "%P"],
+                           capture_output=True, text=True, env=env, timeout=WAIT)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ["debug*", "batch"], r.stdout
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
