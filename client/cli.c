@@ -128,7 +128,65 @@ spurc_response *cli_call(struct cli *c, spurc_request *req, bool write)
     return r;
 }
 
+static spurc_response *read_one(struct cli *c, spurc_request *req);
+
+/*
+ * Job lists come in pages (a replica never answers more than its frame limit): ask for
+ * the next page until the answer says there is no more, and hand the caller one response
+ * holding every job. Each page is its own read; the list is not one atomic view (like
+ * Slurm's squeue), but every job in it was committed when its page was read.
+ */
 spurc_response *cli_read_any(struct cli *c, spurc_request *req)
+{
+    if (req->op_case == SPUR__API__REQUEST__OP_GET_JOBS && req->get_jobs != NULL &&
+        req->get_jobs->max_bytes == 0 && c->cfg_loaded) {
+        /* Pages that fit this client's frame limit too (the replica caps them at its own). */
+        uint32_t max = c->cfg.controller.max_frame_bytes;
+        req->get_jobs->max_bytes = max > 32768 ? max - 16384 : max / 2;
+    }
+    spurc_response *first = read_one(c, req);
+    if (first == NULL || first->code != SPUR__API__CODE__CODE_OK ||
+        req->op_case != SPUR__API__REQUEST__OP_GET_JOBS || first->jobs == NULL ||
+        !first->jobs->more)
+        return first;
+    Spur__Api__JobsResponse *all = first->jobs;
+    uint64_t after = all->next_after_id;
+    bool more = true;
+    while (more) {
+        req->get_jobs->after_id = after;
+        req->request_id = 0;
+        spurc_response *page = read_one(c, req);
+        if (page == NULL || page->code != SPUR__API__CODE__CODE_OK || page->jobs == NULL) {
+            spurc_response_free(first);
+            return page;
+        }
+        Spur__Api__JobsResponse *p = page->jobs;
+        if (p->n_jobs > 0) {
+            Spur__Api__Job **nv =
+                realloc(all->jobs, (all->n_jobs + p->n_jobs) * sizeof(Spur__Api__Job *));
+            if (nv == NULL) {
+                spurc_response_free(page);
+                spurc_response_free(first);
+                cli_error(c, "out of memory collecting %zu jobs", all->n_jobs);
+                return NULL;
+            }
+            all->jobs = nv;
+            /* Move the jobs over; the page then frees an empty list. */
+            memcpy(all->jobs + all->n_jobs, p->jobs, p->n_jobs * sizeof(Spur__Api__Job *));
+            all->n_jobs += p->n_jobs;
+            p->n_jobs = 0;
+        }
+        more = p->more && p->next_after_id > after;
+        after = p->next_after_id;
+        if (page->stale)
+            first->stale = true;
+        spurc_response_free(page);
+    }
+    all->more = false;
+    return first;
+}
+
+static spurc_response *read_one(struct cli *c, spurc_request *req)
 {
     char err[512];
     spurc_response *r = NULL;

@@ -285,7 +285,7 @@ static int job_action_one(struct cli *c, bool hold, uint64_t id, struct json *j)
     if (r->code == CODE(NOT_FOUND))
         why = "Invalid job id specified";
     else if (r->code == CODE(CONFLICT))
-        why = r->error && r->error[0] ? r->error : "Job is no longer pending execution";
+        why = "Job is no longer pending execution"; /* Slurm's words; r->error repeats the id */
     else if (r->code != CODE(OK))
         why = r->error && r->error[0] ? r->error : cli_code_name(r->code);
     if (why != NULL)

@@ -35,6 +35,7 @@ struct spurc {
     int fd;              /* connection, -1 when none */
     char fd_target[300]; /* host:port the connection goes to */
     char last_ok[300];
+    char leader[300];    /* the leader's address as last reported, tried first */
 };
 
 static uint64_t random_u64(void)
@@ -381,6 +382,12 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
     uint64_t deadline = mono_ms() + c->timeout_ms;
     char hint[300] = "";
     bool hint_used = false;
+    /*
+     * Writes go straight to the leader when one is known: a follower would only forward
+     * them. Reads stay with the replica chosen (a local read must be answered by it).
+     */
+    if (write && c->leader[0])
+        snprintf(hint, sizeof(hint), "%s", c->leader);
     size_t idx = c->cur;
     size_t misses = 0;
     uint32_t backoff = 10; /* ms; doubles to 250: an election or hand-over takes 0.05-2 s */
@@ -405,6 +412,8 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             disconnect(c);
             c->fd = dial(target, deadline, lasterr, sizeof(lasterr));
             if (c->fd < 0) {
+                if (strcmp(target, c->leader) == 0)
+                    c->leader[0] = '\0'; /* gone: find the leader again */
                 hint[0] = '\0';
                 goto next_host;
             }
@@ -444,6 +453,8 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
         for (size_t i = 0; i < c->nhosts; i++)
             if (strcmp(c->hosts[i], c->fd_target) == 0)
                 c->cur = i;
+        if (r->leader_hint && r->leader_hint[0] && r->leader_id != 0)
+            snprintf(c->leader, sizeof(c->leader), "%s", r->leader_hint);
         if (r->request_id != req->request_id)
             disconnect(c); /* the replica closes after such an answer (receive()) */
         spurc_response_free(last);

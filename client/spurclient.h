@@ -4,7 +4,8 @@
  * Guarantees:
  *   - Finds a replica: tries the hosts given (SPUR_CONTROLLER, else controller.hosts), the
  *     last one that answered first, rotating on connection failures and timeouts.
- *   - Follows the leader: an UNAVAILABLE answer that names the leader's address makes the
+ *   - Follows the leader: writes go to the last leader an answer named (a follower would
+ *     only forward them); an UNAVAILABLE answer that names the leader's address makes the
  *     next attempt go there; one without a hint moves on to the next host, and after a
  *     full round it waits a little (an election takes about a second) and tries again,
  *     until the call's deadline.

@@ -394,6 +394,7 @@ static void on_snapshot_done(evutil_socket_t fd, short what, void *arg)
               j->data ? j->data->len : (size_t)0, (unsigned long long)j->ms);
     n->snapshot_index = j->index;
     n->last_snapshot_ms = node_now_ms();
+    n->last_snapshot_bytes = j->data ? j->data->len : 0;
     uint64_t trailing = n->cfg->raft.snapshot_entries / 2;
     if (trailing > TRAILING_ENTRIES_MAX)
         trailing = TRAILING_ENTRIES_MAX;
@@ -410,9 +411,18 @@ static void on_snapshot_done(evutil_socket_t fd, short what, void *arg)
     free(j);
 }
 
+/*
+ * When to snapshot: at least raft.snapshot_entries entries since the last one, and at
+ * least half the last snapshot's size in entry bytes since then. The second rule keeps
+ * the cost of snapshotting proportional to the write rate as the state grows (a 50 MB
+ * state is not serialised every 10,000 small entries), while the log held in memory and
+ * on disk stays below half the state's size plus snapshot_entries entries.
+ */
 static void maybe_snapshot(struct node *n)
 {
     if (n->snapshot_running || n->applied < n->snapshot_index + n->cfg->raft.snapshot_entries)
+        return;
+    if (n->bytes_since_snapshot < n->last_snapshot_bytes / 2)
         return;
     struct snap_job *j = calloc(1, sizeof(*j));
     if (j == NULL)
@@ -433,6 +443,7 @@ static void maybe_snapshot(struct node *n)
         return;
     }
     j->cfg_len = (uint32_t)clen;
+    n->bytes_since_snapshot = 0;
     j->data = raft_buf_copy(bytes, len);
     free(bytes);
     if (j->data == NULL) {
@@ -472,6 +483,7 @@ static void apply_entries(struct node *n, const struct raft_update *u)
         const struct raft_entry *e = &u->committed[i];
         if (e->index <= n->applied)
             continue;
+        n->bytes_since_snapshot += e->len + 32; /* payload plus per-entry overhead */
         if (e->type == RAFT_ENTRY_NORMAL) {
             struct fsm_reply reply;
             memset(&reply, 0, sizeof(reply));

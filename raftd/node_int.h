@@ -88,6 +88,8 @@ struct node {
     struct raft_buf *snap_data; /* data of the snapshot being saved */
     uint64_t snap_index;
     uint64_t last_snapshot_ms; /* when the newest local snapshot finished */
+    uint64_t last_snapshot_bytes;  /* its size */
+    uint64_t bytes_since_snapshot; /* entry bytes applied since a snapshot was started */
     /* an installed snapshot waits for its persist: (cookie seq, index, term) */
     uint64_t install_seq, install_index, install_term;
 

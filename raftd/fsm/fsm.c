@@ -524,6 +524,11 @@ int fsm_restore(struct fsm *f, const uint8_t *bytes, size_t len, char *err, size
     return FSM_OK;
 }
 
+uint32_t fsm_max_script_bytes(const struct fsm *f)
+{
+    return f->max_script_bytes;
+}
+
 /* ---- stats ---------------------------------------------------------------------------------- */
 
 void fsm_stats(const struct fsm *f, struct fsm_stats *out)

@@ -102,6 +102,8 @@ void fsm_free(struct fsm *f);
 
 /* Index of the last entry applied (0: none), and the log clock. */
 uint64_t fsm_last_applied(const struct fsm *f);
+/* The replicated job script limit in force (controller.max_script_bytes via the log). */
+uint32_t fsm_max_script_bytes(const struct fsm *f);
 uint64_t fsm_log_time_ms(const struct fsm *f);
 
 /* ---- writes --------------------------------------------------------------------------- */

@@ -172,11 +172,32 @@ int fsm_query_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *req, st
     if (jr == NULL || ptrs == NULL || jobs == NULL || specs == NULL || cache == NULL)
         return nomem(out);
     spur__api__jobs_response__init(jr);
-    for (size_t i = 0; i < n; i++) {
-        fill_job(f, sel[i], &jobs[i], &specs[i], full, cache);
-        ptrs[i] = &jobs[i];
+    /*
+     * Paging: sel is in id order. Skip to after_id, then take jobs until the count limit
+     * or the byte budget (the replica's frame limit, less room for the envelope) is
+     * reached; at least one job always fits a page, so paging always makes progress.
+     */
+    size_t i = 0, k = 0;
+    uint64_t after = req != NULL ? req->after_id : 0;
+    size_t limit = req != NULL && req->limit > 0 ? req->limit : SIZE_MAX;
+    size_t budget = req != NULL && req->max_bytes > 0 ? req->max_bytes : SIZE_MAX;
+    size_t used = 0;
+    while (i < n && after > 0 && sel[i]->id <= after)
+        i++;
+    for (; i < n && k < limit; i++) {
+        fill_job(f, sel[i], &jobs[k], &specs[k], full, cache);
+        size_t sz = spur__api__job__get_packed_size(&jobs[k]) + 8; /* tag and length */
+        if (k > 0 && used + sz > budget)
+            break;
+        used += sz;
+        ptrs[k] = &jobs[k];
+        k++;
     }
-    jr->n_jobs = n;
+    if (i < n) {
+        jr->more = true;
+        jr->next_after_id = sel[i - 1]->id;
+    }
+    jr->n_jobs = k;
     jr->jobs = ptrs;
     out->resp.result_case = SPUR__API__RESPONSE__RESULT_JOBS;
     out->resp.jobs = jr;

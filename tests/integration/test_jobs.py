@@ -1,0 +1,792 @@
+"""Jobs, nodes and partitions through Raft (issue 5): real 3-replica clusters, the spur CLI.
+
+What holds here, each against real processes on 127.0.0.1:
+  - a write through any replica is seen at once by a read through every replica
+    (linearizable reads), and survives kill -9 of the leader, twice, under 20 clients;
+  - exactly once: the same (client_id, seq) is applied once, through the leader, through a
+    follower, and after a failover (a tiny hand-encoded API client below);
+  - the CLI's contract: Slurm's error lines and exit status 1 for unknown jobs and nodes,
+    finished jobs, non-pending jobs, a missing reason, an unknown partition, a limit
+    exceeded, an oversized script; #SBATCH directives end to end;
+  - nodes and partitions: scontrol create / update, sinfo, the configuration's partitions;
+  - with no leader, reads still answer from the replica's state and say so.
+
+Every wait is bounded; every cluster is killed by the fixtures.
+"""
+import collections
+import copy
+import json
+import os
+import random
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+import spurtest
+from spurtest import wait_until
+
+NOT_PENDING = "Job is no longer pending execution"
+INVALID_JOB = "Invalid job id specified"
+STALE_WARNING = "warning: no Raft leader is known; showing possibly stale state from node"
+
+
+# ---- helpers --------------------------------------------------------------------------
+
+SANITIZER_REPORTS = ("runtime error:", "AddressSanitizer", "LeakSanitizer")
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_reports(tmp_path, monkeypatch):
+    """Under a sanitizer build, any report in a replica's log fails the test."""
+    monkeypatch.setenv("UBSAN_OPTIONS", os.environ.get("UBSAN_OPTIONS",
+                                                       "halt_on_error=1:print_stacktrace=1"))
+    yield
+    for log in sorted(tmp_path.glob("**/*.log")):
+        text = log.read_text(errors="replace")
+        hits = [w for w in SANITIZER_REPORTS if w in text]
+        assert not hits, f"{log}: {hits}\n{text[-3000:]}"
+
+
+def sbatch(c, *args, host=None, input=None, env=None):
+    """Submit with --parsable; returns the job id (fails the test on any error)."""
+    p = c.spur("sbatch", "--parsable", *args, host=host, input=input, env=env)
+    assert p.returncode == 0, f"sbatch {args} -> {p.returncode}: {p.stderr}"
+    assert p.stderr == "", p.stderr
+    return int(p.stdout.strip())
+
+
+def jobs_json(c, *args, host=None):
+    """squeue -t all --json (plus args) through host: {job_id: job}."""
+    p = c.spur("squeue", "-t", "all", "--json", *args, host=host)
+    assert p.returncode == 0, p.stderr
+    return {j["job_id"]: j for j in json.loads(p.stdout)}
+
+
+def job(c, jid, host=None):
+    return jobs_json(c, "-j", str(jid), host=host)[jid]
+
+
+def every_replica(c):
+    return [c.api(i) for i in c.alive()]
+
+
+def settle(c, timeout=30):
+    """Wait for an agreed leader and every live replica applied up to the same commit."""
+    lid = c.leader(timeout=timeout)
+
+    def same():
+        sts = [c.status(i, timeout=2) for i in c.alive()]
+        if any(s is None for s in sts):
+            return False
+        marks = {(s["commit_index"], s["applied_index"]) for s in sts}
+        return len(marks) == 1 and all(s["leader_id"] == lid for s in sts)
+    wait_until(same, timeout, interval=0.1, what="replicas applied to one commit index")
+    return lid
+
+
+def others(c, i):
+    return [k for k in range(1, c.n + 1) if k != i]
+
+
+def assert_error(p, line):
+    """Exit status 1 and the error line on stderr."""
+    assert p.returncode == 1, f"rc {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}"
+    assert line in p.stderr, f"expected {line!r} in stderr: {p.stderr!r}"
+
+
+def failover(c, leader):
+    """kill -9 the leader's worker (its supervisor exits 70); returns the new leader."""
+    assert c.kill_worker(leader) == 70
+    return c.leader(among=others(c, leader), timeout=20)
+
+
+# ---- a minimal client of the API: hand-encoded protobuf (no Python bindings here) -----
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(num, value):
+    """One field: int -> varint (wire type 0), bytes/str -> length-delimited (2)."""
+    if isinstance(value, int):
+        return _varint(num << 3) + _varint(value) if value else b""
+    if isinstance(value, str):
+        value = value.encode()
+    return _varint(num << 3 | 2) + _varint(len(value)) + value
+
+
+def _decode(buf):
+    """A message as {field: [values]}: varints as ints, length-delimited as bytes."""
+    out, i = collections.defaultdict(list), 0
+    while i < len(buf):
+        key, i = _read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _read_varint(buf, i)
+        elif wt == 2:
+            n, i = _read_varint(buf, i)
+            v, i = bytes(buf[i:i + n]), i + n
+        elif wt == 1:
+            v, i = struct.unpack_from("<Q", buf, i)[0], i + 8
+        elif wt == 5:
+            v, i = struct.unpack_from("<I", buf, i)[0], i + 4
+        else:
+            raise ValueError(f"wire type {wt}")
+        out[num].append(v)
+    return out
+
+
+def _read_varint(buf, i):
+    shift = v = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, i
+        shift += 7
+
+
+CODE_OK, CODE_INVALID, CODE_UNAVAILABLE, CODE_TIMEOUT = 0, 1, 3, 4
+
+
+def raw_submit(c, host, client_id, seq, name, timeout=10.0):
+    """One SubmitJob with the given (client_id, seq) to one replica, no retries.
+
+    Returns (code, error, job_id) from the Response.
+    """
+    spec = (_field(1, name) + _field(8, "slurm-%j.out") + _field(9, "slurm-%j.out")
+            + _field(10, "/tmp") + _field(12, b"#!/bin/sh\ntrue\n") + _field(14, "raw"))
+    rid = random.getrandbits(48) + 1
+    req = (_field(1, 1) + _field(2, c.cfgs[0]["cluster_name"]) + _field(3, rid)
+           + _field(5, client_id) + _field(6, seq) + _field(8, "raw")
+           + _field(9, int(timeout * 1000)) + _field(40, _field(1, spec)))
+    h, port = host.rsplit(":", 1)
+    with socket.create_connection((h, int(port)), timeout=timeout + 2) as s:
+        s.sendall(struct.pack(">I", len(req)) + req)
+        while True:
+            hdr = _recv_exact(s, 4)
+            body = _recv_exact(s, struct.unpack(">I", hdr)[0])
+            r = _decode(body)
+            if r[2] and r[2][0] != rid:
+                continue
+            code = r[3][0] if r[3] else 0
+            err = r[4][0].decode() if r[4] else ""
+            sub = _decode(r[40][0]) if r[40] else {}  # SubmitJobResponse
+            return code, err, sub[1][0] if sub.get(1) else 0
+
+
+def _recv_exact(s, n):
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def raw_submit_retry(c, client_id, seq, name, timeout=20):
+    """raw_submit to the leader, retrying UNAVAILABLE / TIMEOUT / refused connections
+    with the same (client_id, seq), as a client does across a failover."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            lid = c.leader(timeout=max(1, deadline - time.monotonic()))
+            last = raw_submit(c, c.api(lid), client_id, seq, name, timeout=3)
+        except (OSError, ConnectionError, TimeoutError) as e:
+            last = e
+            time.sleep(0.1)
+            continue
+        if last[0] not in (CODE_UNAVAILABLE, CODE_TIMEOUT):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"no answer for ({client_id}, {seq}) in {timeout}s: {last}")
+
+
+# ---- reads and writes through every replica ------------------------------------------
+
+def test_submit_through_follower_is_read_at_once_everywhere(cluster3):
+    c = cluster3
+    lid = c.leader()
+    followers = others(c, lid)
+    via = [followers[0], followers[1], lid, followers[0], followers[1], followers[0]]
+    ids = []
+    for k, i in enumerate(via):
+        jid = sbatch(c, "-J", f"ryw-{k}", "--wrap=true", host=c.api(i))
+        ids.append(jid)
+        # Read-your-writes: right after the reply, every replica's squeue has the job.
+        for r in range(1, 4):
+            p = c.spur("squeue", "-h", "-j", jid, "-o", "%i %j %t", host=c.api(r))
+            assert p.returncode == 0 and p.stderr == "", p.stderr
+            assert p.stdout.split() == [str(jid), f"ryw-{k}", "PD"], (r, p.stdout)
+    assert ids == list(range(ids[0], ids[0] + len(ids)))
+    # And in JSON, the same jobs with the same fields from every replica.
+    views = [jobs_json(c, host=h) for h in every_replica(c)]
+    assert all(v == views[0] for v in views[1:])
+    assert [views[0][j]["name"] for j in ids] == [f"ryw-{k}" for k in range(len(ids))]
+    assert all(views[0][j]["state"] == "PENDING" for j in ids)
+    assert all(views[0][j]["user"] and views[0][j]["partition"] == "default" for j in ids)
+
+
+@pytest.mark.slow
+def test_twenty_clients_while_the_leader_is_killed_twice(cluster3):
+    """Every acknowledged job exists exactly once with its id; nothing appears twice."""
+    c = cluster3
+    nclients, per_client_max = 20, 400
+    results = {}  # name -> (returncode, stdout, stderr, t_start, t_done)
+    lock = threading.Lock()
+    stop = threading.Event()
+    t0 = time.monotonic()
+
+    def client(k):
+        for n in range(per_client_max):
+            if stop.is_set() or time.monotonic() - t0 > 60:
+                return
+            name = f"uniq-{k}-{n}"
+            t_start = time.monotonic() - t0
+            try:
+                p = c.spur("sbatch", "-J", name, "--parsable", "--wrap=true", timeout=30)
+                res = (p.returncode, p.stdout.strip(), p.stderr.strip())
+            except Exception as e:  # a hung CLI is a failure of its own, not a crash here
+                res = (-1, "", repr(e))
+            with lock:
+                results[name] = res + (t_start, time.monotonic() - t0)
+
+    threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(nclients)]
+    for t in threads:
+        t.start()
+    kills = []
+    try:
+        time.sleep(1.5)
+        for _ in range(2):
+            lid = c.leader()
+            t_kill = time.monotonic() - t0
+            new = failover(c, lid)
+            kills.append((lid, new, t_kill))
+            c.start(lid)
+            c.replica(lid).wait_ready(20)
+            time.sleep(2.0)  # submissions flow through the new leader, the old one catches up
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(45)
+    assert not any(t.is_alive() for t in threads), "a client loop did not finish"
+    settle(c)
+
+    acked = {}
+    failed = {}
+    for name, (rc, out, err, _, _) in results.items():
+        if rc == 0:
+            acked[name] = int(out)
+        else:
+            failed[name] = err
+    # Submissions in flight at each kill (they went through a failover and a retry),
+    # progress after it, and (a 10 s client deadline against ~1 s elections) every
+    # submission acknowledged.
+    done = [(t1, t2) for (rc, _, _, t1, t2) in results.values() if rc == 0]
+    for _, _, t_kill in kills:
+        assert any(t1 < t_kill < t2 for t1, t2 in done), "nothing in flight at a kill"
+        assert any(t1 > t_kill + 1 for t1, _ in done), "no progress after a kill"
+    slowest = max(t2 - t1 for t1, t2 in done)
+    print(f"{len(results)} submissions, {len(done)} acknowledged, slowest {slowest:.2f}s, "
+          f"kills (old, new, t): {kills}")
+    assert not failed, f"{len(failed)} submissions failed, e.g. {list(failed.items())[:3]}"
+    assert len(acked) >= 200, f"only {len(acked)} submissions in the run"
+    assert len(set(acked.values())) == len(acked), "one job id acknowledged twice"
+
+    views = [jobs_json(c, host=h) for h in every_replica(c)]
+    assert len(views) == 3 and all(v == views[0] for v in views[1:]), "replicas differ"
+    names = collections.Counter(j["name"] for j in views[0].values())
+    twice = [n for n, k in names.items() if k > 1]
+    assert not twice, f"submissions applied twice: {twice[:10]}"
+    by_name = {j["name"]: jid for jid, j in views[0].items()}
+    for name, jid in acked.items():
+        held = by_name.get(name)
+        assert held == jid, f"{name}: acknowledged as {jid}, held as {held}"
+    unknown = set(by_name) - set(results)
+    assert not unknown, f"jobs nobody submitted: {sorted(unknown)[:10]}"
+
+
+def test_cancel_hold_release_across_failovers(cluster3):
+    c = cluster3
+    a, b, d, e = (sbatch(c, "-J", f"fo-{x}", "--wrap=true") for x in "abde")
+    p = c.spur("scontrol", "hold", a)
+    assert p.returncode == 0, p.stderr
+    lid = c.leader()
+    # Right after the kill, before any new leader: the CLI retries until one answers.
+    assert c.kill_worker(lid) == 70
+    for cmd in (("scontrol", "release", a), ("scancel", b), ("scontrol", "hold", d)):
+        p = c.spur(*cmd, host=c.hosts())
+        assert p.returncode == 0, f"{cmd}: {p.stderr}"
+    c.start(lid)
+    c.replica(lid).wait_ready(20)
+    settle(c)
+    for h in every_replica(c):
+        jobs = jobs_json(c, host=h)
+        assert (jobs[a]["state"], jobs[a]["held"]) == ("PENDING", False), h
+        assert jobs[b]["state"] == "CANCELLED", h
+        assert (jobs[d]["state"], jobs[d]["held"], jobs[d]["reason"]) == \
+            ("PENDING", True, "JobHeldUser"), h
+        assert (jobs[e]["state"], jobs[e]["held"]) == ("PENDING", False), h
+
+    # A second failover, the other way round; the replica that was killed first now
+    # answers from the state it recovered from its own disk.
+    lid2 = c.leader()
+    new = failover(c, lid2)
+    for cmd in (("scontrol", "release", d), ("scancel", e), ("scontrol", "hold", a)):
+        p = c.spur(*cmd)
+        assert p.returncode == 0, f"{cmd}: {p.stderr}"
+    assert_error(c.spur("scancel", b), f"Kill job error on job id {b}: Job/step already")
+    c.start(lid2)
+    c.replica(lid2).wait_ready(20)
+    settle(c)
+    for h in every_replica(c):
+        jobs = jobs_json(c, host=h)
+        assert (jobs[a]["state"], jobs[a]["held"]) == ("PENDING", True), h
+        assert jobs[b]["state"] == "CANCELLED" and jobs[e]["state"] == "CANCELLED", h
+        assert (jobs[d]["state"], jobs[d]["held"]) == ("PENDING", False), h
+    assert new != lid2
+
+
+# ---- exactly once -----------------------------------------------------------------------
+
+def test_same_client_and_seq_is_applied_once(cluster3):
+    c = cluster3
+    lid = c.leader()
+    fol = others(c, lid)[0]
+    cid = random.getrandbits(63) | 1
+
+    code, err, id1 = raw_submit(c, c.api(lid), cid, 1, "eo-1")
+    assert (code, err) == (CODE_OK, "") and id1 > 0
+    # The same pair again, to the leader and through a follower (forwarded): the first
+    # answer, nothing applied; even when the retry carries a different job.
+    assert raw_submit(c, c.api(lid), cid, 1, "eo-1") == (CODE_OK, "", id1)
+    assert raw_submit(c, c.api(fol), cid, 1, "eo-1") == (CODE_OK, "", id1)
+    assert raw_submit(c, c.api(fol), cid, 1, "eo-1-other") == (CODE_OK, "", id1)
+    code, err, id2 = raw_submit(c, c.api(fol), cid, 2, "eo-2")
+    assert code == CODE_OK and id2 > id1
+    # An older seq than the last one is refused, not applied.
+    code, err, _ = raw_submit(c, c.api(lid), cid, 1, "eo-1")
+    assert code == CODE_INVALID and "stale request" in err, err
+
+    # Across a failover: the new leader answers the retry from the replicated session.
+    code, err, id3 = raw_submit(c, c.api(lid), cid, 3, "eo-3")
+    assert code == CODE_OK
+    failover(c, lid)
+    assert raw_submit_retry(c, cid, 3, "eo-3") == (CODE_OK, "", id3)
+    code, _, id4 = raw_submit_retry(c, cid, 4, "eo-4")
+    assert code == CODE_OK and id4 > id3
+    # client_id 0: no deduplication, by contract.
+    z1 = raw_submit_retry(c, 0, 0, "eo-zero")[2]
+    z2 = raw_submit_retry(c, 0, 0, "eo-zero")[2]
+    assert z1 != z2 and 0 not in (z1, z2)
+
+    c.start(lid)
+    c.replica(lid).wait_ready(20)
+    settle(c)
+    for h in every_replica(c):
+        names = collections.Counter(j["name"] for j in jobs_json(c, host=h).values())
+        assert names == {"eo-1": 1, "eo-2": 1, "eo-3": 1, "eo-4": 1, "eo-zero": 2}, (h, names)
+    assert job(c, id1)["name"] == "eo-1"
+
+
+# ---- the CLI's errors for jobs ------------------------------------------------------------
+
+def test_unknown_job_errors(cluster3):
+    c = cluster3
+    sbatch(c, "--wrap=true")
+    missing = 424242
+    assert_error(c.spur("scontrol", "show", "job", missing),
+                 "scontrol: error: slurm_load_jobs error: Invalid job id specified")
+    assert_error(c.spur("scancel", missing),
+                 f"scancel: error: Kill job error on job id {missing}: {INVALID_JOB}")
+    assert_error(c.spur("scontrol", "hold", missing),
+                 f"scontrol: error: {INVALID_JOB} for job {missing}")
+    assert_error(c.spur("scontrol", "release", missing),
+                 f"scontrol: error: {INVALID_JOB} for job {missing}")
+    assert_error(c.spur("squeue", "-j", missing),
+                 "squeue: error: slurm_load_jobs error: Invalid job id specified")
+    # The error lines are the whole of stderr: one line, nothing on stdout.
+    p = c.spur("scancel", missing)
+    assert p.stdout == "" and p.stderr.count("\n") == 1
+    # Through a follower too (forwarded writes, reads served there).
+    lid = c.leader()
+    fol = c.api(others(c, lid)[0])
+    assert_error(c.spur("scancel", missing, host=fol), INVALID_JOB)
+    assert_error(c.spur("scontrol", "show", "job", missing, host=fol), INVALID_JOB)
+
+
+def test_cancel_finished_job_and_hold_release_only_pending(cluster3):
+    c = cluster3
+    j1 = sbatch(c, "-J", "keep", "--wrap=true")
+    j2 = sbatch(c, "-J", "gone", "--wrap=true")
+    p = c.spur("scancel", j2)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert job(c, j2)["state"] == "CANCELLED"
+    assert_error(c.spur("scancel", j2),
+                 f"Kill job error on job id {j2}: Job/step already completing or completed")
+    p = c.spur("scancel", "-Q", j2)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    # Hold and release only pending jobs; each failure names its job, the others happen.
+    assert_error(c.spur("scontrol", "hold", j2), f"{NOT_PENDING} for job {j2}")
+    assert_error(c.spur("scontrol", "release", j2), f"{NOT_PENDING} for job {j2}")
+    p = c.spur("scontrol", "hold", f"{j1},{j2}")
+    assert_error(p, f"{NOT_PENDING} for job {j2}")
+    assert str(j1) not in p.stderr.replace(f"job {j2}", "")
+    j = job(c, j1)
+    assert (j["state"], j["held"], j["reason"]) == ("PENDING", True, "JobHeldUser")
+    p = c.spur("squeue", "-h", "-j", j1, "-o", "%i %t %r")
+    assert p.stdout.split() == [str(j1), "PD", "JobHeldUser"]
+    assert c.spur("scontrol", "release", j1).returncode == 0
+    j = job(c, j1)
+    assert (j["state"], j["held"]) == ("PENDING", False)
+    assert c.spur("scontrol", "release", j1).returncode == 0  # not held: nothing to do
+
+    # squeue: active jobs by default, finished ones with -t all or their state.
+    p = c.spur("squeue", "-h", "-o", "%i")
+    assert p.returncode == 0 and p.stdout.split() == [str(j1)]
+    p = c.spur("squeue", "-h", "-t", "all", "-o", "%i %t")
+    assert sorted(p.stdout.strip().splitlines()) == sorted([f"{j1} PD", f"{j2} CA"])
+    p = c.spur("squeue", "-h", "-t", "CA", "-o", "%i")
+    assert p.stdout.split() == [str(j2)]
+    # Filters on scancel: by name, only what matches.
+    j3 = sbatch(c, "-J", "batch-x", "--wrap=true")
+    j4 = sbatch(c, "-J", "batch-y", "--wrap=true")
+    p = c.spur("scancel", "-n", "batch-x")
+    assert p.returncode == 0, p.stderr
+    states = {jid: j["state"] for jid, j in jobs_json(c).items()}
+    assert states == {j1: "PENDING", j2: "CANCELLED", j3: "CANCELLED", j4: "PENDING"}
+
+
+# ---- #SBATCH ------------------------------------------------------------------------------
+
+SCRIPT_FULL = """#!/bin/bash
+#SBATCH --job-name="my job"   # a comment after the options
+#SBATCH -p batch
+#SBATCH -N 2 -n 4
+#SBATCH --cpus-per-task=3
+#SBATCH --mem=2G
+#SBATCH -t 1-02:03:04
+
+#SBATCH -o out-%j.txt
+#SBATCH --error=err-%j.txt
+#SBATCH -D /tmp/spur-work
+#SBATCH --hold
+# SBATCH -J not-a-directive
+  #SBATCH -J indented-is-a-comment
+#SBATCHX -J not-either
+echo hello
+#SBATCH -J after-the-first-command
+"""
+
+
+def test_sbatch_directives_end_to_end(cluster_factory, tmp_path):
+    c = cluster_factory(3, partitions=[{"name": "debug", "default": True, "max_time_min": 30},
+                                       {"name": "batch"},
+                                       {"name": "closed", "up": False}])
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+
+    script = tmp_path / "full.sh"
+    script.write_text(SCRIPT_FULL)
+    j = job(c, sbatch(c, str(script)))
+    assert j["name"] == "my job" and j["partition"] == "batch"
+    assert (j["nodes"], j["ntasks"], j["cpus_per_task"], j["mem_mb"]) == (2, 4, 3, 2048)
+    assert j["time_limit_min"] == 1440 + 2 * 60 + 3 + 1  # seconds round up
+    assert (j["stdout"], j["stderr"], j["workdir"]) == ("out-%j.txt", "err-%j.txt",
+                                                        "/tmp/spur-work")
+    assert j["held"] is True and j["state"] == "PENDING"
+
+    # The command line wins over the script, whatever the order; K rounds up to MB.
+    j = job(c, sbatch(c, "-J", "from-cli", "-t", "5", "--mem=1536K", "-p", "debug",
+                      str(script)))
+    assert (j["name"], j["time_limit_min"], j["mem_mb"], j["partition"]) == \
+        ("from-cli", 5, 2, "debug")
+    assert j["nodes"] == 2 and j["held"] is True  # the rest still from the script
+
+    # Defaults: name from the script's file name, the default partition and its limit,
+    # the working directory of sbatch, slurm-%j.out.
+    plain = tmp_path / "plain.sh"
+    plain.write_text("#!/bin/sh\n\n# just a comment\ntrue\n")
+    j = job(c, sbatch(c, str(plain)))
+    assert (j["name"], j["partition"], j["time_limit_min"], j["held"]) == \
+        ("plain.sh", "debug", 30, False)
+    assert j["stdout"] == "slurm-%j.out" and j["workdir"] == os.getcwd()
+    assert (j["nodes"], j["ntasks"], j["cpus_per_task"]) == (1, 1, 1)
+
+    # Standard input, quoting with a backslash, -t UNLIMITED (the partition's limit).
+    j = job(c, sbatch(c, input="#!/bin/sh\n#SBATCH -J from\\ stdin -t UNLIMITED\ntrue\n"))
+    assert (j["name"], j["time_limit_min"]) == ("from stdin", 30)
+    assert job(c, sbatch(c, "--wrap=sleep 1"))["name"] == "wrap"
+
+    before = set(jobs_json(c))
+    bad = {
+        "#!/bin/sh\n#SBATCH --bogus=1\ntrue\n":
+            "batch script line 2: unrecognized option '--bogus'",
+        "#!/bin/sh\n#SBATCH -N\n": "batch script line 2: option requires an argument -- 'N'",
+        "#!/bin/sh\n#SBATCH --wrap=true\n":
+            "batch script line 2: option '--wrap' is not valid in a batch script",
+        "#!/bin/sh\n#SBATCH -J \"open\n": "batch script line 2: unterminated quote",
+        "#!/bin/sh\n#SBATCH -t 1:2:3:4\n": "invalid time limit specification: 1:2:3:4",
+        "#!/bin/sh\n#SBATCH --mem=12X\n": "invalid --mem specification: 12X",
+        "#!/bin/sh\n#SBATCH -N 0\n": "invalid --nodes value '0'",
+        "echo no interpreter\n": "This does not look like a batch script",
+        "#!/bin/sh\r\ntrue\r\n": "Batch script contains DOS line breaks",
+        "": "Batch script is empty!",
+        "#!/bin/sh\ntrue\0\n": "Batch script contains a NUL character at byte 14",
+    }
+    for k, (text, line) in enumerate(bad.items()):
+        f = tmp_path / f"bad{k}.sh"
+        f.write_bytes(text.encode())
+        assert_error(c.spur("sbatch", str(f)), line)
+    # Through the server's checks: the partition and the limits.
+    assert_error(c.spur("sbatch", "-p", "closed", "--wrap=true"),
+                 "Batch job submission failed: partition closed is down and takes no new jobs")
+    assert_error(c.spur("sbatch", "--wrap=true", "x"),
+                 "script argument not permitted with --wrap option")
+    assert set(jobs_json(c)) == before, "a refused submission left a job behind"
+
+
+def test_oversized_script_is_refused_and_the_cluster_is_unharmed(cluster3, tmp_path):
+    c = cluster3
+    first = sbatch(c, "--wrap=true")
+    lid = c.leader()
+    workers = {i: c.worker_pid(i) for i in range(1, 4)}
+
+    big = tmp_path / "big.sh"
+    big.write_bytes(b"#!/bin/sh\n" + b"#" * (2 << 20) + b"\ntrue\n")
+    size = big.stat().st_size
+    # 1. sbatch itself knows the limit (controller.max_script_bytes, 1 MiB by default).
+    p = c.spur("sbatch", str(big))
+    assert_error(p, f"batch script is {size} bytes, over the limit of 1048576 bytes "
+                    "(controller.max_script_bytes)")
+    p = c.spur("sbatch", input=big.read_text())
+    assert_error(p, "batch script is larger than the limit of 1048576 bytes")
+
+    # 2. A client configured with a larger limit: the state machine refuses it.
+    cfg = copy.deepcopy(c.cfgs[0])
+    cfg["controller"].update(max_script_bytes=4194304, max_frame_bytes=16 << 20)
+    loose = spurtest.write_config(tmp_path / "loose.yaml", **cfg)
+    env = {"SPUR_CONFIG": str(loose)}
+    p = c.spur("sbatch", str(big), env=env)
+    assert_error(p, f"Batch job submission failed: the job script is {size} bytes; "
+                    "the limit is 1048576")
+
+    # 3. A frame over the replicas' 4 MiB frame limit: refused before it is read, with an
+    #    answer the client shows, at once (not after the client's deadline).
+    huge = tmp_path / "huge.sh"
+    huge.write_bytes(b"#!/bin/sh\n" + b"#" * (4194304 - 16) + b"\ntrue\n")
+    t = time.monotonic()
+    p = c.spur("sbatch", str(huge), env=env)
+    assert_error(p, "Batch job submission failed: frame of ")
+    assert "over the 4194304-byte limit" in p.stderr
+    assert time.monotonic() - t < 5
+
+    # The cluster is unharmed: same leader, same workers, every replica answers, and the
+    # next job gets the next id (no refused submission took one).
+    assert c.leader() == lid
+    assert {i: c.worker_pid(i) for i in range(1, 4)} == workers
+    assert all(c.replica(i).proc.poll() is None for i in range(1, 4))
+    nxt = sbatch(c, "--wrap=true", host=c.api(others(c, lid)[0]))
+    assert nxt == first + 1
+    for h in every_replica(c):
+        assert set(jobs_json(c, host=h)) == {first, nxt}
+    assert "oversized frame" in c.replica(lid).log() or any(
+        "oversized frame" in c.replica(i).log() for i in range(1, 4))
+
+
+def test_job_lists_come_in_pages_and_an_oversized_answer_fails_at_once(cluster3, tmp_path):
+    """A client with a small frame limit still lists every job (the replica pages the
+    list to fit the client's limit); one answer that cannot fit (a single job with a big
+    script) fails at once with a clear error instead of being asked of every replica."""
+    c = cluster3
+    out = "/tmp/" + "o" * 3990  # stdout and stderr paths: 8 KB per job
+    ids = [sbatch(c, "-o", out, "--wrap=true") for _ in range(10)]
+    cfg = copy.deepcopy(c.cfgs[0])
+    cfg["controller"]["max_frame_bytes"] = 65536
+    small = spurtest.write_config(tmp_path / "small.yaml", **cfg)
+    p = c.spur("squeue", "-h", "-o", "%i", env={"SPUR_CONFIG": str(small)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(j) for j in ids]
+    big = tmp_path / "big.sh"
+    big.write_text("#!/bin/sh\n" + ("# padding line of a big script\n" * 3000))
+    p = c.spur("sbatch", str(big))
+    assert p.returncode == 0, p.stderr
+    big_id = int(p.stdout.split()[-1])
+    t = time.monotonic()
+    p = c.spur("scontrol", "show", "job", str(big_id), env={"SPUR_CONFIG": str(small)})
+    assert_error(p, "-byte limit (controller.max_frame_bytes)")
+    assert "over the 65536-byte limit" in p.stderr and p.stderr.count("\n") == 1
+    assert time.monotonic() - t < 1.0
+
+
+def test_squeue_lists_every_job_however_large_the_answer(cluster_factory):
+    """Replicas and client share one configuration: a 64 KiB frame limit, and jobs whose
+    answer together is larger than that. Every job is still listed, page by page."""
+    c = cluster_factory(3, controller={"max_frame_bytes": 65536, "max_script_bytes": 4096})
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+    out = "/tmp/" + "o" * 3990
+    ids = [sbatch(c, "-o", out, "--wrap=true") for _ in range(10)]
+    p = c.spur("squeue", "-h", "-o", "%i")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == [str(j) for j in ids]
+    p = c.spur("squeue", "--json")
+    assert p.returncode == 0, p.stderr
+    assert [j["job_id"] for j in json.loads(p.stdout)] == ids
+
+
+# ---- nodes and partitions ---------------------------------------------------------------
+
+def nodes_json(c, host):
+    p = c.spur("sinfo", "--json", host=host)
+    assert p.returncode == 0, p.stderr
+    return {n["name"]: n for n in json.loads(p.stdout)["nodes"]}
+
+
+def test_nodes_create_drain_resume_down_on_every_replica(cluster3):
+    c = cluster3
+    p = c.spur("scontrol", "create", "node", "NodeName=cn1", "CPUs=8", "RealMemory=16000",
+               "Features=gpu,ssd")
+    assert p.returncode == 0, p.stderr
+    assert c.spur("scontrol", "create", "node", "NodeName=cn2", "CPUs=4",
+                  "RealMemory=8000").returncode == 0
+    for h in every_replica(c):
+        n = nodes_json(c, h)["cn1"]
+        assert (n["state"], n["cpus"], n["mem_mb"], n["features"]) == \
+            ("idle", 8, 16000, ["gpu", "ssd"]), h
+        assert n["partitions"] == ["default"]
+
+    # A reason is required to drain or down; nothing changes without one.
+    for st in ("DRAIN", "DOWN"):
+        assert_error(c.spur("scontrol", "update", "NodeName=cn1", f"State={st}"),
+                     "You must specify a reason when DOWNING or DRAINING a node")
+    assert nodes_json(c, c.api(1))["cn1"]["state"] == "idle"
+
+    p = c.spur("scontrol", "update", "NodeName=cn[1-2]", "State=DRAIN", "Reason=disk swap")
+    assert p.returncode == 0, p.stderr
+    for h in every_replica(c):
+        nodes = nodes_json(c, h)
+        assert [(nodes[x]["state"], nodes[x]["reason"]) for x in ("cn1", "cn2")] == \
+            [("drained", "disk swap")] * 2, h
+        p = c.spur("scontrol", "show", "node", "cn1", host=h)
+        assert "State=IDLE+DRAIN" in p.stdout and "Reason=disk swap" in p.stdout, p.stdout
+        p = c.spur("sinfo", "-h", "-R", host=h)
+        assert "disk swap" in p.stdout and "cn[1-2]" in p.stdout, p.stdout
+        p = c.spur("sinfo", "-h", "-o", "%t %N", host=h)
+        assert p.stdout.split() == ["drain", "cn[1-2]"], p.stdout
+
+    assert c.spur("scontrol", "update", "NodeName=cn2", "State=RESUME").returncode == 0
+    p = c.spur("scontrol", "update", "NodeName=cn1", "State=DOWN", "Reason=PSU failed")
+    assert p.returncode == 0, p.stderr
+    for h in every_replica(c):
+        nodes = nodes_json(c, h)
+        assert (nodes["cn1"]["state"], nodes["cn1"]["reason"]) == ("down", "PSU failed"), h
+        assert (nodes["cn2"]["state"], nodes["cn2"]["reason"]) == ("idle", ""), h
+        p = c.spur("scontrol", "show", "node", "cn1", host=h)
+        assert "State=DOWN" in p.stdout, p.stdout
+    assert c.spur("scontrol", "update", "NodeName=cn1", "State=RESUME").returncode == 0
+    assert all(nodes_json(c, h)["cn1"]["state"] == "idle" for h in every_replica(c))
+
+    # Errors: resume of a node that is up, unknown nodes, a bad create.
+    assert_error(c.spur("scontrol", "update", "NodeName=cn1", "State=RESUME"),
+                 'node "cn1" is not down, drained or draining')
+    assert_error(c.spur("scontrol", "update", "NodeName=nope", "State=DRAIN", "Reason=x"),
+                 "slurm_update error: Invalid node name specified: nope")
+    assert_error(c.spur("scontrol", "show", "node", "nope"), "Node nope not found")
+    p = c.spur("scontrol", "create", "node", "NodeName=bad name", "CPUs=1", "RealMemory=1")
+    assert p.returncode == 1 and "error" in p.stderr
+    assert set(nodes_json(c, c.api(1))) == {"cn1", "cn2"}
+
+
+def test_partitions_from_the_configuration(cluster_factory):
+    c = cluster_factory(3, partitions=[{"name": "short", "max_time_min": 60},
+                                       {"name": "long", "default": True}])
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+    for h in every_replica(c):
+        p = c.spur("sinfo", "-h", "-o", "%P %a %l", host=h)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split("\n")[:2] == ["short up 1:00:00", "long* up infinite"], p.stdout
+        parts = json.loads(c.spur("sinfo", "--json", host=h).stdout)["partitions"]
+        assert [(x["name"], x["default"], x["max_time_min"], x["state"]) for x in parts] == \
+            [("short", False, 60, "UP"), ("long", True, 0, "UP")]
+    p = c.spur("scontrol", "show", "partition", "long")
+    assert "PartitionName=long" in p.stdout and "Default=YES" in p.stdout
+    assert_error(c.spur("scontrol", "show", "partition", "nope"), "Partition nope not found")
+
+    assert job(c, sbatch(c, "--wrap=true"))["partition"] == "long"
+    j = job(c, sbatch(c, "-p", "short", "--wrap=true"))
+    assert (j["partition"], j["time_limit_min"]) == ("short", 60)  # the partition's limit
+    assert job(c, sbatch(c, "-p", "short", "-t", "60", "--wrap=true"))["time_limit_min"] == 60
+    assert job(c, sbatch(c, "-t", "10000", "--wrap=true"))["time_limit_min"] == 10000
+    assert_error(c.spur("sbatch", "-p", "nope", "--wrap=true"),
+                 'sbatch: error: Batch job submission failed: partition "nope" does not exist')
+    assert_error(c.spur("sbatch", "-p", "short", "-t", "61", "--wrap=true"),
+                 "Batch job submission failed: time limit 61 min exceeds partition short's "
+                 "max 60 min")
+    assert_error(c.spur("sbatch", "-p", "short", "-t", "1:00:01", "--wrap=true"),
+                 "time limit 61 min exceeds partition short's max 60 min")
+    p = c.spur("squeue", "-h", "-p", "short", "-o", "%P")
+    assert p.stdout.split() == ["short", "short"]
+    assert len(jobs_json(c)) == 4
+
+
+def test_json_output_parses_on_every_replica(cluster3):
+    c = cluster3
+    jid = sbatch(c, "-J", 'quote"and\\back', "--wrap=true")
+    c.spur("scontrol", "create", "node", "NodeName=j1", "CPUs=2", "RealMemory=100", check=True)
+    for h in every_replica(c):
+        jobs = json.loads(c.spur("squeue", "--json", host=h, check=True).stdout)
+        assert [(x["job_id"], x["name"]) for x in jobs] == [(jid, 'quote"and\\back')]
+        info = json.loads(c.spur("sinfo", "--json", host=h, check=True).stdout)
+        assert set(info) == {"partitions", "nodes"}
+        assert [n["name"] for n in info["nodes"]] == ["j1"]
+        shown = json.loads(c.spur("scontrol", "show", "job", jid, "--json", host=h,
+                                  check=True).stdout)
+        assert shown[0]["job_id"] == jid
+        assert json.loads(c.spur("squeue", "--json", "-u", "nobody-at-all", host=h,
+                                 check=True).stdout) == []
+
+
+def test_reads_without_a_leader_are_marked_possibly_stale(cluster3):
+    c = cluster3
+    ids = [sbatch(c, "-J", f"st-{k}", "--wrap=true") for k in range(3)]
+    lid = settle(c)
+    # Stop the two followers: the leader is left alone, without a quorum, and steps down.
+    for i in others(c, lid):
+        assert c.stop(i) == 0
+    for args in (("squeue", "-h", "-o", "%i %j"), ("squeue", "--json"),
+                 ("scontrol", "show", "job", ids[0])):
+        p = c.spur(*args, host=c.api(lid), timeout=30)
+        assert p.returncode == 0, p.stderr
+        assert f"{STALE_WARNING} {lid}" in p.stderr, p.stderr
+        assert p.stderr.count("\n") == 1
+    p = c.spur("squeue", "-h", "-o", "%i %j", host=c.api(lid))
+    assert p.stdout.split("\n")[:3] == [f"{j} st-{k}" for k, j in enumerate(ids)]
+    # A write has no quorum to go to: a clear failure, not a hang.
+    p = c.spur("sbatch", "--wrap=true", host=c.api(lid), env={"SPUR_TIMEOUT_MS": "2000"})
+    assert p.returncode == 1 and "Batch job submission failed" in p.stderr, p.stderr
+    # Back to a quorum: no warning, and everything is there.
+    for i in others(c, lid):
+        c.start(i)
+    c.wait_ready()
+    settle(c)
+    p = c.spur("squeue", "-h", "-o", "%i")
+    assert p.returncode == 0 and p.stderr == "" and p.stdout.split() == [str(j) for j in ids]
