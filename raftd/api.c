@@ -11,6 +11,7 @@
 #include "cfg.h"
 #include "frame.h"
 #include "log.h"
+#include "netaddr.h"
 #include "wire.h"
 
 #include <arpa/inet.h>
@@ -346,29 +347,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 struct api_server *api_new(struct event_base *base, const struct api_options *o,
                            api_dispatch_fn dispatch, void *arg, char *why, size_t whylen)
 {
-    char host[256];
-    uint16_t port;
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (cfg_split_hostport(o->listen, host, sizeof(host), &port) != 0) {
-        snprintf(why, whylen, "%s: not HOST:PORT", o->listen);
+    if (netaddr_listen(o->listen, &ss, &sl, why, whylen) != 0)
         return NULL;
-    }
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons(port);
-        sl = sizeof(*s6);
-    } else if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons(port);
-        sl = sizeof(*s4);
-    } else {
-        snprintf(why, whylen, "%s: listen needs an IP address, not a name", o->listen);
-        return NULL;
-    }
     struct api_server *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         snprintf(why, whylen, "%s: out of memory", o->listen);

@@ -11,6 +11,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "netaddr.h"
 #include "util.h"
 #include "wire.h"
 
@@ -159,32 +160,15 @@ static struct fconn *conn_get(struct forwarder *f, const char *address)
     }
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    /* Parse host:port ourselves: names are resolved with the blocking resolver, once. */
+    /* Names are resolved with the blocking resolver, once per connection. */
     struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-    char tmp[300];
-    snprintf(tmp, sizeof(tmp), "%s", address);
-    if (evutil_parse_sockaddr_port(tmp, (struct sockaddr *)&ss, &sl) != 0) {
-        struct evutil_addrinfo hints, *res = NULL;
-        memset(&hints, 0, sizeof(hints));
-        hints.ai_socktype = SOCK_STREAM;
-        char *colon = strrchr(tmp, ':');
-        if (colon == NULL) {
-            bufferevent_free(c->bev);
-            free(c);
-            return NULL;
-        }
-        *colon = '\0';
-        if (evutil_getaddrinfo(tmp, colon + 1, &hints, &res) != 0 || res == NULL) {
-            bufferevent_free(c->bev);
-            free(c);
-            return NULL;
-        }
-        memcpy(&ss, res->ai_addr, res->ai_addrlen);
-        sl = (int)res->ai_addrlen;
-        evutil_freeaddrinfo(res);
+    socklen_t sl = 0;
+    if (netaddr_resolve(address, &ss, &sl) != 0) {
+        bufferevent_free(c->bev);
+        free(c);
+        return NULL;
     }
-    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, sl) != 0) {
+    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) != 0) {
         bufferevent_free(c->bev);
         free(c);
         return NULL;

@@ -6,6 +6,7 @@
 #include "cfg.h"
 #include "http.h"
 #include "log.h"
+#include "netaddr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -168,29 +169,15 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 struct httpd *httpd_new(struct event_base *base, const char *bind, uint32_t port,
                         httpd_handler handler, void *arg, char *why, size_t whylen)
 {
-    char addr[64];
+    char addr[80];
     struct sockaddr_storage ss;
     socklen_t sl;
-    memset(&ss, 0, sizeof(ss));
-    if (cfg_bind_address(bind, addr, sizeof(addr)) != 0) {
-        snprintf(why, whylen, "%s:%u: not all, loopback or an address", bind, port);
+    if (netaddr_bind(bind, port, &ss, &sl, why, whylen) != 0)
         return NULL;
-    }
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        sl = sizeof(*s6);
-    } else {
-        inet_pton(AF_INET, addr, &s4->sin_addr);
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        sl = sizeof(*s4);
-    }
+    netaddr_format(&ss, addr, sizeof(addr));
     struct httpd *h = calloc(1, sizeof(*h));
     if (h == NULL) {
-        snprintf(why, whylen, "%s:%u: out of memory", addr, port);
+        snprintf(why, whylen, "%s: out of memory", addr);
         return NULL;
     }
     h->handler = handler;
@@ -199,8 +186,7 @@ struct httpd *httpd_new(struct event_base *base, const char *bind, uint32_t port
         base, on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         64, (struct sockaddr *)&ss, (int)sl);
     if (h->listener == NULL) {
-        snprintf(why, whylen, "%s%s%s:%u: bind: %s", strchr(addr, ':') ? "[" : "", addr,
-                 strchr(addr, ':') ? "]" : "", port, strerror(errno));
+        snprintf(why, whylen, "%s: bind: %s", addr, strerror(errno));
         free(h);
         return NULL;
     }

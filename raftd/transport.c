@@ -19,6 +19,7 @@
 #include "cfg.h"
 #include "frame.h"
 #include "log.h"
+#include "netaddr.h"
 #include "raft_wire.h"
 #include "util.h"
 #include "wire.h"
@@ -286,6 +287,50 @@ static void out_close(struct tpeer *p, const char *why)
     schedule_redial(p);
 }
 
+/*
+ * Take the next whole frame from in. Returns 1 with *body (malloc'd, the caller frees it)
+ * and *len, 0 when more bytes are needed, or -1 when the frame announces more than the
+ * limit (refused before allocating) or memory is short; *why then says which.
+ */
+static int next_frame(struct transport *t, struct evbuffer *in, uint8_t **body, uint32_t *len,
+                      const char **why)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+        return 0;
+    *len = frame_get_header(hdr);
+    if (*len > t->opt.max_frame + 65536) {
+        t->stats.bad_frames++;
+        *why = "frame over the size limit";
+        return -1;
+    }
+    if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)*len)
+        return 0;
+    *body = malloc(*len ? *len : 1);
+    if (*body == NULL) {
+        *why = "out of memory";
+        return -1;
+    }
+    evbuffer_drain(in, FRAME_HEADER_LEN);
+    evbuffer_remove(in, *body, *len);
+    t->stats.bytes_received += FRAME_HEADER_LEN + *len;
+    return 1;
+}
+
+/* Decode and check a handshake frame (frees body). Returns 0, or -1 with why filled. */
+static int take_handshake(struct transport *t, uint8_t *body, uint32_t len, raft_id expected,
+                          struct raft_wire_handshake *h, int *wire_rc, char *why, size_t whylen)
+{
+    *wire_rc = raft_wire_handshake_decode(body, len, h);
+    free(body);
+    if (*wire_rc != RAFT_WIRE_OK) {
+        t->stats.bad_frames++;
+        snprintf(why, whylen, "undecodable handshake (%s)", raft_wire_rc_name(*wire_rc));
+        return -1;
+    }
+    return check_handshake(t, h, expected, why, whylen);
+}
+
 static void out_read(struct bufferevent *bev, void *arg)
 {
     struct tconn *c = arg;
@@ -293,35 +338,21 @@ static void out_read(struct bufferevent *bev, void *arg)
     struct transport *t = c->t;
     struct evbuffer *in = bufferevent_get_input(bev);
     while (p->out == c) {
-        uint8_t hdr[FRAME_HEADER_LEN];
-        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+        uint8_t *body = NULL;
+        uint32_t len = 0;
+        const char *ferr = NULL;
+        int fr = next_frame(t, in, &body, &len, &ferr);
+        if (fr == 0)
             return;
-        uint32_t len = frame_get_header(hdr);
-        if (len > t->opt.max_frame + 65536) {
-            t->stats.bad_frames++;
-            out_close(p, "frame over the size limit");
-            return;
-        }
-        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
-            return;
-        evbuffer_drain(in, FRAME_HEADER_LEN);
-        uint8_t *body = malloc(len ? len : 1);
-        if (body == NULL) {
-            out_close(p, "out of memory");
+        if (fr < 0) {
+            out_close(p, ferr);
             return;
         }
-        evbuffer_remove(in, body, len);
-        t->stats.bytes_received += FRAME_HEADER_LEN + len;
         if (!c->handshaken) {
             struct raft_wire_handshake h;
             char why[256];
-            int rc = raft_wire_handshake_decode(body, len, &h);
-            free(body);
-            if (rc != RAFT_WIRE_OK) {
-                t->stats.bad_frames++;
-                snprintf(why, sizeof(why), "undecodable handshake (%s)", raft_wire_rc_name(rc));
-            }
-            if (rc != RAFT_WIRE_OK || check_handshake(t, &h, p->id, why, sizeof(why)) != 0) {
+            int rc;
+            if (take_handshake(t, body, len, p->id, &h, &rc, why, sizeof(why)) != 0) {
                 t->stats.refused++;
                 if (!p->refused_logged) {
                     p->refused_logged = true;
@@ -394,34 +425,14 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
     out_close(p, why);
 }
 
-static int resolve(const char *address, struct sockaddr_storage *ss, int *sl)
-{
-    char host[256];
-    uint16_t port;
-    if (cfg_split_hostport(address, host, sizeof(host), &port) != 0)
-        return -1;
-    struct evutil_addrinfo hints, *res = NULL;
-    char ports[8];
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_family = AF_UNSPEC;
-    snprintf(ports, sizeof(ports), "%u", port);
-    if (evutil_getaddrinfo(host, ports, &hints, &res) != 0 || res == NULL)
-        return -1;
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *sl = (int)res->ai_addrlen;
-    evutil_freeaddrinfo(res);
-    return 0;
-}
-
 static void dial(struct tpeer *p)
 {
     struct transport *t = p->t;
     struct sockaddr_storage ss;
-    int sl = 0;
+    socklen_t sl = 0;
     if (p->out != NULL || p->address[0] == '\0')
         return;
-    if (resolve(p->address, &ss, &sl) != 0) {
+    if (netaddr_resolve(p->address, &ss, &sl) != 0) {
         if (!p->down_logged) {
             p->down_logged = true;
             log_event(LOG_INFO, "transport", "peer address does not resolve yet; retrying",
@@ -450,7 +461,7 @@ static void dial(struct tpeer *p)
     bufferevent_set_timeouts(c->bev, NULL, &hs);
     bufferevent_setwatermark(c->bev, EV_WRITE, BULK_WATERMARK / 2, 0);
     p->out = c;
-    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, sl) != 0)
+    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) != 0)
         out_close(p, "connect failed");
 }
 
@@ -589,37 +600,23 @@ static void in_read(struct bufferevent *bev, void *arg)
     struct transport *t = c->t;
     struct evbuffer *in = bufferevent_get_input(bev);
     for (;;) {
-        uint8_t hdr[FRAME_HEADER_LEN];
-        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+        uint8_t *body = NULL;
+        uint32_t len = 0;
+        const char *ferr = NULL;
+        int fr = next_frame(t, in, &body, &len, &ferr);
+        if (fr == 0)
             return;
-        uint32_t len = frame_get_header(hdr);
-        if (len > t->opt.max_frame + 65536) {
-            t->stats.bad_frames++;
-            log_event(LOG_WARN, "transport", "oversized frame from a peer; closing",
-                      "from=%s len=%u", c->remote, len);
+        if (fr < 0) {
+            log_event(LOG_WARN, "transport", "bad frame from a peer; closing",
+                      "from=%s why=\"%s\"", c->remote, ferr);
             in_close(c);
             return;
         }
-        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
-            return;
-        evbuffer_drain(in, FRAME_HEADER_LEN);
-        uint8_t *body = malloc(len ? len : 1);
-        if (body == NULL) {
-            in_close(c);
-            return;
-        }
-        evbuffer_remove(in, body, len);
-        t->stats.bytes_received += FRAME_HEADER_LEN + len;
         if (!c->handshaken) {
             struct raft_wire_handshake h;
             char why[256];
-            int rc = raft_wire_handshake_decode(body, len, &h);
-            free(body);
-            if (rc != RAFT_WIRE_OK) {
-                t->stats.bad_frames++;
-                snprintf(why, sizeof(why), "undecodable handshake (%s)", raft_wire_rc_name(rc));
-            }
-            if (rc != RAFT_WIRE_OK || check_handshake(t, &h, 0, why, sizeof(why)) != 0) {
+            int rc;
+            if (take_handshake(t, body, len, 0, &h, &rc, why, sizeof(why)) != 0) {
                 t->stats.refused++;
                 log_refusal(t, c->remote, rc == RAFT_WIRE_OK ? h.node_id : 0, why);
                 /*
@@ -801,29 +798,10 @@ void transport_get_stats(const struct transport *t, struct transport_stats *out)
 struct transport *transport_new(struct event_base *base, const struct transport_options *o,
                                 const struct transport_callbacks *cb, char *why, size_t whylen)
 {
-    char host[256];
-    uint16_t port;
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (cfg_split_hostport(o->listen, host, sizeof(host), &port) != 0) {
-        snprintf(why, whylen, "raft.listen %s: not HOST:PORT", o->listen);
+    if (netaddr_listen(o->listen, &ss, &sl, why, whylen) != 0)
         return NULL;
-    }
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons(port);
-        sl = sizeof(*s6);
-    } else if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons(port);
-        sl = sizeof(*s4);
-    } else {
-        snprintf(why, whylen, "raft.listen %s: needs an IP address, not a name", o->listen);
-        return NULL;
-    }
     struct transport *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         snprintf(why, whylen, "out of memory");

@@ -12,6 +12,7 @@
 #include "health.h"
 #include "http.h"
 #include "log.h"
+#include "netaddr.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -374,43 +375,28 @@ void responder_main(const struct responder_config *rc)
 
 int responder_listen(const char *bind_to, uint32_t port, char *why, size_t whylen)
 {
-    char addr[64];
-    int fd = -1;
-    int one = 1, zero = 0;
-
-    if (cfg_bind_address(bind_to, addr, sizeof(addr)) != 0) {
-        snprintf(why, whylen, "%s:%u: not all, loopback or an address", bind_to, port);
-        return -1;
-    }
+    char addr[80];
     struct sockaddr_storage ss;
     socklen_t sl;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1) {
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons((uint16_t)port);
-        sl = sizeof(*s6);
-    } else {
-        inet_pton(AF_INET, addr, &s4->sin_addr);
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons((uint16_t)port);
-        sl = sizeof(*s4);
-    }
-    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1, zero = 0;
+
+    if (netaddr_bind(bind_to, port, &ss, &sl, why, whylen) != 0)
+        return -1;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 && ss.ss_family == AF_INET6 && strcmp(bind_to, "all") == 0 &&
         (errno == EAFNOSUPPORT || errno == EPROTONOSUPPORT)) {
         /* No IPv6 on this host: "all" means every IPv4 address then. */
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
         memset(&ss, 0, sizeof(ss));
         s4->sin_family = AF_INET;
         s4->sin_port = htons((uint16_t)port);
         s4->sin_addr.s_addr = htonl(INADDR_ANY);
         sl = sizeof(*s4);
-        snprintf(addr, sizeof(addr), "0.0.0.0");
         fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     }
+    netaddr_format(&ss, addr, sizeof(addr));
     if (fd < 0) {
-        snprintf(why, whylen, "%s:%u: socket: %s", addr, port, strerror(errno));
+        snprintf(why, whylen, "%s: socket: %s", addr, strerror(errno));
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -419,14 +405,13 @@ int responder_listen(const char *bind_to, uint32_t port, char *why, size_t whyle
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
         int e = errno;
         close(fd);
-        snprintf(why, whylen, "%s%s%s:%u: bind: %s", strchr(addr, ':') ? "[" : "", addr,
-                 strchr(addr, ':') ? "]" : "", port, strerror(e));
+        snprintf(why, whylen, "%s: bind: %s", addr, strerror(e));
         return -1;
     }
     if (listen(fd, 1024) < 0) {
         int e = errno;
         close(fd);
-        snprintf(why, whylen, "%s:%u: listen: %s", addr, port, strerror(e));
+        snprintf(why, whylen, "%s: listen: %s", addr, strerror(e));
         return -1;
     }
     return fd;
