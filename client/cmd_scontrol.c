@@ -55,68 +55,69 @@ static int parse_id(struct cli *c, const char *s, uint32_t *out)
     return 0;
 }
 
+/* Ping one address with a client of its own (short time-out). Returns the answer or NULL. */
+static spurc_response *ping_one(struct cli *c, const char *host, char *err, size_t errlen)
+{
+    const char *one[] = {host};
+    struct spurc_options o = {.hosts = one, .nhosts = 1, .cluster_name = c->cfg.cluster_name,
+                              .timeout_ms = 2000};
+    struct spurc *pc = spurc_new(&o);
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    Spur__Api__Ping ping = SPUR__API__PING__INIT;
+    req.op_case = SPUR__API__REQUEST__OP_PING;
+    req.ping = &ping;
+    spurc_response *r = NULL;
+    if (pc == NULL) {
+        snprintf(err, errlen, "out of memory");
+    } else if (spurc_call(pc, &req, false, &r, err, errlen) != 0) {
+        r = NULL;
+    } else if (r->code != SPUR__API__CODE__CODE_OK || r->ping == NULL) {
+        snprintf(err, errlen, "%s", r->error && r->error[0] ? r->error : "no ping answer");
+        spurc_response_free(r);
+        r = NULL;
+    }
+    spurc_free(pc);
+    return r;
+}
+
 static int cmd_ping(struct cli *c)
 {
     int down = 0;
+    struct json j;
     if (c->json) {
-        struct json j;
         json_init(&j, stdout);
         json_arr_begin(&j);
-        for (size_t i = 0; i < c->nhosts; i++) {
-            const char *one[] = {c->hosts[i]};
-            struct spurc_options o = {
-                .hosts = one, .nhosts = 1, .cluster_name = c->cfg.cluster_name, .timeout_ms = 2000};
-            struct spurc *pc = spurc_new(&o);
-            Spur__Api__Request req = SPUR__API__REQUEST__INIT;
-            Spur__Api__Ping ping = SPUR__API__PING__INIT;
-            req.op_case = SPUR__API__REQUEST__OP_PING;
-            req.ping = &ping;
-            spurc_response *r = NULL;
-            char err[300] = "";
-            int rc = pc ? spurc_call(pc, &req, false, &r, err, sizeof(err)) : -1;
-            bool up = rc == 0 && r->code == SPUR__API__CODE__CODE_OK && r->ping;
+    }
+    for (size_t i = 0; i < c->nhosts; i++) {
+        char err[300] = "";
+        spurc_response *r = ping_one(c, c->hosts[i], err, sizeof(err));
+        if (r == NULL)
+            down++;
+        if (c->json) {
             json_obj_begin(&j);
             json_kstr(&j, "host", c->hosts[i]);
-            json_kbool(&j, "up", up);
-            if (up) {
+            json_kbool(&j, "up", r != NULL);
+            if (r != NULL) {
                 json_ku64(&j, "node_id", r->ping->node_id);
                 json_kstr(&j, "role", r->ping->role);
                 json_ku64(&j, "term", r->ping->term);
                 json_ku64(&j, "leader_id", r->leader_id);
             } else {
-                json_kstr(&j, "error", rc == 0 ? r->error : err);
-                down++;
+                json_kstr(&j, "error", err);
             }
             json_obj_end(&j);
-            spurc_response_free(r);
-            spurc_free(pc);
-        }
-        json_arr_end(&j);
-        json_end(&j);
-        return down ? 1 : 0;
-    }
-    for (size_t i = 0; i < c->nhosts; i++) {
-        const char *one[] = {c->hosts[i]};
-        struct spurc_options o = {
-            .hosts = one, .nhosts = 1, .cluster_name = c->cfg.cluster_name, .timeout_ms = 2000};
-        struct spurc *pc = spurc_new(&o);
-        Spur__Api__Request req = SPUR__API__REQUEST__INIT;
-        Spur__Api__Ping ping = SPUR__API__PING__INIT;
-        req.op_case = SPUR__API__REQUEST__OP_PING;
-        req.ping = &ping;
-        spurc_response *r = NULL;
-        char err[300] = "";
-        int rc = pc ? spurc_call(pc, &req, false, &r, err, sizeof(err)) : -1;
-        if (rc == 0 && r->code == SPUR__API__CODE__CODE_OK && r->ping) {
+        } else if (r != NULL) {
             printf("spurctld at %s is UP: node %u, %s, term %llu, leader %u\n", c->hosts[i],
                    r->ping->node_id, r->ping->role, (unsigned long long)r->ping->term,
                    r->leader_id);
         } else {
-            printf("spurctld at %s is DOWN: %s\n", c->hosts[i], rc == 0 ? r->error : err);
-            down++;
+            printf("spurctld at %s is DOWN: %s\n", c->hosts[i], err);
         }
         spurc_response_free(r);
-        spurc_free(pc);
+    }
+    if (c->json) {
+        json_arr_end(&j);
+        json_end(&j);
     }
     return down ? 1 : 0;
 }

@@ -409,3 +409,20 @@ def test_snapshots_compact_the_log_and_a_wiped_replica_catches_up_from_one(clust
     import json
     p = c.spur("squeue", "-t", "all", "--json", host=c.api(victim))
     assert len(json.loads(p.stdout)) >= acked
+
+
+def test_scontrol_ping_reports_every_replica(cluster3):
+    c = cluster3
+    import json
+    p = c.spur("scontrol", "ping")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count(" is UP: node ") == 3
+    victim = next(i for i in (1, 2, 3) if i != c.leader())
+    assert c.stop(victim) == 0
+    p = c.spur("scontrol", "ping")
+    assert p.returncode == 1
+    assert f"spurctld at {c.api(victim)} is DOWN:" in p.stdout
+    p = c.spur("scontrol", "--json", "ping")
+    rows = json.loads(p.stdout)
+    assert [r["up"] for r in rows] == [i != victim for i in (1, 2, 3)]
+    assert all(r["leader_id"] == c.leader() for r in rows if r["up"])
