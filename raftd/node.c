@@ -695,23 +695,8 @@ static void on_peer(void *arg, const struct transport_peer_info *info, bool up)
         n->peer_empty[info->id] = !info->has_cluster;
         n->peer_lists_us[info->id] = info->lists_us;
     }
-    if (!n->started) {
+    if (!n->started)
         try_bootstrap(n);
-        return;
-    }
-    /*
-     * A peer (re)connected to the leader. If it restarted with less than the leader believes
-     * it has (a lost disk), only the next AppendEntries reveals it; propose a clock tick so
-     * that one goes out now rather than at the next client write.
-     */
-    if (up && n->role == RAFT_LEADER && !n->stopping &&
-        node_now_ms() - n->last_probe_ms >= 1000) {
-        uint8_t *data = NULL;
-        size_t len = 0;
-        n->last_probe_ms = node_now_ms();
-        if (fsm_encode_tick(wall_ms(), &data, &len) == FSM_OK)
-            node_api_propose_internal(n, data, len);
-    }
 }
 
 static void on_boot_timer(evutil_socket_t fd, short what, void *arg)

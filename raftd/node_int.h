@@ -131,7 +131,6 @@ struct node {
     uint64_t config_sync_index; /* leader: proposed partitions/settings at this term */
     raft_term config_sync_term;
     uint64_t last_fsm_tick_ms;
-    uint64_t last_probe_ms;     /* leader: tick proposed when a peer (re)connected */
 
     /* shutdown */
     bool stopping;

@@ -944,8 +944,11 @@ static void handle_heartbeat(struct raft *r, const struct raft_msg *m)
     if (c > r->commit)
         r->commit = c;
     resp = new_msg(r, RAFT_MSG_HEARTBEAT_RESP, m->from);
-    if (resp != NULL)
+    if (resp != NULL) {
         resp->ctx = m->ctx;
+        /* How much log is durable here: lets a leader notice a follower that lost it. */
+        resp->index = r->persisted;
+    }
 }
 
 static void respond_snapshot(struct raft *r, raft_id to, raft_index index, uint64_t offset,
@@ -1120,6 +1123,17 @@ static void handle_heartbeat_resp(struct raft *r, struct raft_progress *pr,
         send_append(r, pr, SEND_PROBE_EMPTY);
         break;
     case RAFT_PR_REPLICATE:
+        if (m->index < pr->match) {
+            /*
+             * It has less durable log than it acknowledged: it may have restarted on an
+             * empty disk, or this answer is older than its latest acknowledgement. A probe
+             * tells which; a refusal resets match (handle_append_resp). Without this an
+             * idle leader would never notice, as it has nothing new to send.
+             */
+            raft_progress_probe(pr);
+            send_append(r, pr, SEND_NORMAL);
+            break;
+        }
         if (raft_progress_paused(pr, r->opt.max_inflight_bytes))
             raft_progress_free_first(pr);
         if (pr->match < raft_log_last(&r->log))

@@ -186,7 +186,7 @@ enum raft_msg_type {
     RAFT_MSG_VOTE,            /* index/log_term=last entry; transfer=ignore leader lease */
     RAFT_MSG_VOTE_RESP,       /* reject */
     RAFT_MSG_HEARTBEAT,       /* commit (<= what the follower matched), ctx=read round */
-    RAFT_MSG_HEARTBEAT_RESP,  /* ctx=echoed read round */
+    RAFT_MSG_HEARTBEAT_RESP,  /* ctx=echoed read round, index=durable last index */
     RAFT_MSG_SNAPSHOT,        /* snap: one chunk of the leader's snapshot */
     RAFT_MSG_SNAPSHOT_RESP,   /* reject? index=snapshot index, offset=next byte wanted,
                                * done=installed and durable */
