@@ -509,30 +509,36 @@ static void apply_entries(struct node *n, const struct raft_update *u)
 
 /* ---- the update ------------------------------------------------------------------- */
 
+/*
+ * Role, leader and term as the core reports them (every update carries all three).
+ * Called after every step, so it costs nothing unless one of them changed.
+ */
 static void soft_state(struct node *n, const struct raft_update *u)
 {
-    if (u->role == n->role && u->leader == n->leader && !u->soft_changed)
+    raft_term term = u->term;
+    if (u->role == n->role && u->leader == n->leader && term == n->term)
         return;
-    struct raft_status rs;
-    raft_get_status(n->raft, &rs);
     if (u->leader != n->leader) {
         n->leader_changes++;
         if (u->leader != 0)
             n->last_leader_ms = node_now_ms();
         log_event(LOG_INFO, "raftd", "leader changed", "leader=%u term=%llu role=%s", u->leader,
-                  (unsigned long long)rs.term, raft_role_name(u->role));
+                  (unsigned long long)term, raft_role_name(u->role));
     } else if (u->role != n->role) {
         if (u->role == RAFT_CANDIDATE)
             n->elections_started++;
         log_event(LOG_DEBUG, "raftd", "role changed", "role=%s term=%llu",
-                  raft_role_name(u->role), (unsigned long long)rs.term);
+                  raft_role_name(u->role), (unsigned long long)term);
     }
     bool changed = u->role != n->role || u->leader != n->leader;
-    if (u->role == RAFT_LEADER && n->role != RAFT_LEADER)
+    if (u->role == RAFT_LEADER && n->role != RAFT_LEADER) {
+        struct raft_status rs;
+        raft_get_status(n->raft, &rs);
         n->leader_noop_index = rs.last_index; /* the new leader's no-op is its last entry */
+    }
     n->role = u->role;
     n->leader = u->leader;
-    n->term = rs.term;
+    n->term = term;
     if (changed)
         node_api_leader_changed(n);
     node_report_status(n, false);
@@ -543,14 +549,12 @@ static void leader_duties(struct node *n)
 {
     if (n->role != RAFT_LEADER || n->stopping)
         return;
-    struct raft_status rs;
-    raft_get_status(n->raft, &rs);
     /* Only once this term's no-op is applied: then the state machine is current. */
     if (n->applied < n->leader_noop_index)
         return;
     uint64_t now_wall = wall_ms();
-    if (n->config_sync_term != rs.term) {
-        n->config_sync_term = rs.term;
+    if (n->config_sync_term != n->term) {
+        n->config_sync_term = n->term;
         uint8_t *data = NULL;
         size_t len = 0;
         char err[256];

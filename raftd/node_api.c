@@ -93,6 +93,17 @@ static void leader_fields(struct node *n, Spur__Api__Response *r)
     r->leader_hint = (char *)(hint ? hint : "");
 }
 
+/* The answer of an operation that returns nothing but success. */
+static void reply_done(struct node *n, struct api_call *call)
+{
+    Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
+    Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
+    r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
+    r.done = &done;
+    leader_fields(n, &r);
+    api_reply(call, &r);
+}
+
 /* ---- forwarding ------------------------------------------------------------------- */
 
 static void on_forwarded(void *arg, Spur__Api__Response *resp, const char *err)
@@ -286,12 +297,7 @@ void node_api_applied(struct node *n, const struct raft_entry *e, struct fsm_rep
                             "leadership changed before the request committed; it was not "
                             "applied, retry");
         } else if (w->kind == WAIT_CHANGE) {
-            Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
-            Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
-            r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
-            r.done = &done;
-            leader_fields(n, &r);
-            api_reply(w->call, &r);
+            reply_done(n, w->call);
         } else if (reply != NULL && reply->resp != NULL) {
             /* reply->resp is freed by protobuf-c later: borrowed strings go back out. */
             Spur__Api__Response *r = reply->resp;
@@ -551,12 +557,7 @@ static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Reques
     }
     uint32_t target = req->transfer_leader->target_id;
     if (target == n->id) {
-        Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
-        Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
-        r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
-        r.done = &done;
-        leader_fields(n, &r);
-        api_reply(call, &r);
+        reply_done(n, call);
         return;
     }
     struct raft_event ev = {.type = RAFT_EV_TRANSFER, .now = node_now_ms()};
@@ -570,12 +571,7 @@ static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Reques
         return;
     }
     if (n->role != RAFT_LEADER) { /* moved within the step */
-        Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
-        Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
-        r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
-        r.done = &done;
-        leader_fields(n, &r);
-        api_reply(call, &r);
+        reply_done(n, call);
         return;
     }
     struct read_waiter *w = calloc(1, sizeof(*w));
@@ -594,25 +590,14 @@ static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Reques
 
 void node_api_leader_changed(struct node *n)
 {
-    if (n->role == RAFT_LEADER)
+    /* Transfers waiting here are over once another replica is known to lead; until then
+     * they wait (or reach their deadline in the sweep). */
+    if (n->role == RAFT_LEADER || n->leader == 0 || n->leader == n->id)
         return;
-    /* Leadership moved (or was lost): transfers waiting on this node are over. */
     while (n->transfers) {
         struct read_waiter *w = n->transfers;
         n->transfers = w->next;
-        if (n->leader != 0 && n->leader != n->id) {
-            Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
-            Spur__Api__Empty done = SPUR__API__EMPTY__INIT;
-            r.result_case = SPUR__API__RESPONSE__RESULT_DONE;
-            r.done = &done;
-            leader_fields(n, &r);
-            api_reply(w->call, &r);
-        } else {
-            /* No leader yet: answer once one is known, or at the deadline. */
-            w->next = n->transfers;
-            n->transfers = w;
-            break;
-        }
+        reply_done(n, w->call);
         free(w);
     }
 }

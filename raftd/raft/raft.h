@@ -353,7 +353,7 @@ struct raft_counters {
 
 struct raft_update {
     bool hs_changed; /* persist (term, vote) */
-    raft_term term;
+    raft_term term;  /* always the current term and vote, changed or not */
     raft_id vote;
 
     const struct raft_entry *entries; /* to persist; see the contract above */
