@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,16 @@ void cli_error(const struct cli *c, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+void cli_option_error(const struct cli *c, int opt, char **argv)
+{
+    if (opt == ':')
+        cli_error(c, "option '%s' requires an argument", argv[optind - 1]);
+    else if (optopt)
+        cli_error(c, "invalid option -- '%c'", optopt);
+    else
+        cli_error(c, "unrecognized option '%s'", argv[optind - 1]);
 }
 
 int cli_init(struct cli *c, const char *prog)

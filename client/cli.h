@@ -32,6 +32,11 @@ struct cli {
 /* Load the configuration and connect lazily. Returns 0 or prints an error and returns 1. */
 int cli_init(struct cli *c, const char *prog);
 void cli_fini(struct cli *c);
+/*
+ * The error line for what getopt_long() returned as opt (':' a missing value, '?' an
+ * unknown option), in getopt's own words.
+ */
+void cli_option_error(const struct cli *c, int opt, char **argv);
 /* Print "PROG: error: ..." to stderr. */
 void cli_error(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*

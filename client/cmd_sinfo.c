@@ -144,14 +144,8 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
             printf("spur %s\n", SPUR_VERSION);
             rc = 0;
             goto out;
-        case ':':
-            cli_error(c, "option '%s' requires an argument", argv[optind - 1]);
-            goto out;
-        default:
-            if (optopt)
-                cli_error(c, "invalid option -- '%c'", optopt);
-            else
-                cli_error(c, "unrecognized option '%s'", argv[optind - 1]);
+        default: /* ':' or '?' */
+            cli_option_error(c, ch, argv);
             goto out;
         }
     }

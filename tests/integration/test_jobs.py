@@ -20,6 +20,7 @@ import os
 import random
 import socket
 import struct
+import subprocess
 import threading
 import time
 
@@ -790,3 +791,19 @@ def test_reads_without_a_leader_are_marked_possibly_stale(cluster3):
     settle(c)
     p = c.spur("squeue", "-h", "-o", "%i")
     assert p.returncode == 0 and p.stderr == "" and p.stdout.split() == [str(j) for j in ids]
+
+
+@pytest.mark.parametrize("cmd", ["squeue", "sinfo", "scancel"])
+def test_bad_options_are_one_line_and_exit_1(cmd, tmp_path):
+    env = dict(os.environ, SPUR_CONTROLLER="127.0.0.1:1")
+    env.pop("SPUR_CONFIG", None)  # embedded defaults; nothing is contacted for a bad option
+    for args, want in ((["--bogus"], "unrecognized option '--bogus'"),
+                       (["-Z"], "invalid option -- 'Z'")):
+        p = subprocess.run([str(spurtest.BUILD / "client" / cmd)] + args, capture_output=True,
+                           text=True, env=env, timeout=10)
+        assert p.returncode == 1, p
+        assert p.stderr == f"{cmd}: error: {want}\n", p.stderr
+    if cmd != "scancel":
+        p = subprocess.run([str(spurtest.BUILD / "client" / cmd), "-o"], capture_output=True,
+                           text=True, env=env, timeout=10)
+        assert p.returncode == 1 and p.stderr == f"{cmd}: error: option '-o' requires an argument\n"
