@@ -220,7 +220,14 @@ def test_learner_add_promote_remove(cluster3, tmp_path):
         st = c.status(lid)
         m4 = next(m for m in st["members"] if m["id"] == 4)
         assert m4["voter"] is False
-        wait_until(lambda: "before-learner" in job_names(c, 4) if False else True, 1)
+        # The learner has the state: a local read on it shows the job written before it joined.
+        import json
+        def learner_has_job():
+            p4 = c.spur("squeue", "-t", "all", "--json", host=f"127.0.0.1:{p['api']}",
+                        env={"SPUR_TIMEOUT_MS": "3000"})
+            return p4.returncode == 0 and "before-learner" in {j["name"] for j in
+                                                               json.loads(p4.stdout)}
+        wait_until(learner_has_job, 10, interval=0.1, what="the learner caught up")
         r = c.spur("scontrol", "raft", "promote", "4")
         assert r.returncode == 0, r.stderr
         st = c.status(c.leader())
