@@ -139,17 +139,17 @@ static void call_free(struct api_call *call)
     free(call);
 }
 
-void api_reply(struct api_call *call, Spur__Api__Response *resp)
+void api_reply(struct api_call *call, const Spur__Api__Response *resp)
 {
     struct aconn *c = call->conn;
-    /* The caller may free resp with protobuf-c later: lend our string only for the pack. */
-    char *saved_cluster = resp->cluster_name;
-    resp->protocol_version = SPUR_PROTOCOL_VERSION;
-    resp->request_id = call->req->request_id;
-    resp->served_by = c->srv->opt.node_id;
-    resp->cluster_name = c->srv->cluster_name;
-    send_frame(c, resp);
-    resp->cluster_name = saved_cluster;
+    /* The envelope goes on a shallow copy: resp may be freed by protobuf-c later, and
+     * must not end up owning our strings. */
+    Spur__Api__Response r = *resp;
+    r.protocol_version = SPUR_PROTOCOL_VERSION;
+    r.request_id = call->req->request_id;
+    r.served_by = c->srv->opt.node_id;
+    r.cluster_name = c->srv->cluster_name;
+    send_frame(c, &r);
     call_free(call);
 }
 

@@ -47,10 +47,10 @@ struct api_server *api_new(struct event_base *base, const struct api_options *o,
 void api_free(struct api_server *s);
 
 /*
- * Answer and release call. Fills resp's protocol_version, request_id and served_by, and
- * lends it the cluster name while packing (resp's own pointer is restored after). May be called from any callback on the loop thread, later than dispatch.
+ * Answer and release call. The envelope (protocol version, request id, served_by, cluster
+ * name) is set on a copy; resp itself is not changed and stays the caller's. May be called from any callback on the loop thread, later than dispatch.
  */
-void api_reply(struct api_call *call, Spur__Api__Response *resp);
+void api_reply(struct api_call *call, const Spur__Api__Response *resp);
 /* Answer with an error code and a one-line message (printf format). */
 void api_reply_error(struct api_call *call, Spur__Api__Code code, uint32_t leader_id,
                      const char *leader_hint, const char *fmt, ...)

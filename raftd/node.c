@@ -487,9 +487,7 @@ static void apply_entries(struct node *n, const struct raft_update *u)
         if (e->type == RAFT_ENTRY_NORMAL) {
             struct fsm_reply reply;
             memset(&reply, 0, sizeof(reply));
-            uint64_t t0 = mono_ns();
             int rc = fsm_apply(n->fsm, e->index, e->data, e->len, &reply);
-            n->apply_ns_sum += mono_ns() - t0;
             if (rc == FSM_ENOMEM) {
                 fsm_reply_clear(&reply);
                 fatal(n, "out of memory applying an entry; restart to recover", NULL);
@@ -963,8 +961,8 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
         goto fail;
     }
 
-    n->empty_start = rec.term == 0 && rec.n_entries == 0 && !rec.has_snapshot;
-    if (!n->empty_start) {
+    bool empty_start = rec.term == 0 && rec.n_entries == 0 && !rec.has_snapshot;
+    if (!empty_start) {
         code = start_raft(n, &rec, false);
         if (code != 0) {
             snprintf(why, whylen, "the recovered Raft state cannot be loaded");

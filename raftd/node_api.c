@@ -113,8 +113,7 @@ static void on_forwarded(void *arg, Spur__Api__Response *resp, const char *err)
         api_reply_error(call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "%s", err);
         return;
     }
-    Spur__Api__Response copy = *resp;
-    api_reply(call, &copy);
+    api_reply(call, resp);
 }
 
 /* Forward to the leader, or answer UNAVAILABLE when that is not possible. */
@@ -299,12 +298,10 @@ void node_api_applied(struct node *n, const struct raft_entry *e, struct fsm_rep
         } else if (w->kind == WAIT_CHANGE) {
             reply_done(n, w->call);
         } else if (reply != NULL && reply->resp != NULL) {
-            /* reply->resp is freed by protobuf-c later: borrowed strings go back out. */
-            Spur__Api__Response *r = reply->resp;
-            char *saved_hint = r->leader_hint;
-            leader_fields(n, r);
-            api_reply(w->call, r);
-            r->leader_hint = saved_hint;
+            /* A shallow copy: reply->resp is freed by protobuf-c, and must not own our hint. */
+            Spur__Api__Response r = *reply->resp;
+            leader_fields(n, &r);
+            api_reply(w->call, &r);
         } else {
             api_reply_error(w->call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL,
                             "the state machine gave no answer for entry %llu",

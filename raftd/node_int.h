@@ -85,8 +85,6 @@ struct node {
     bool snap_thread_valid;
     int snap_pipe[2];          /* snapshot thread -> loop */
     struct event *ev_snap;
-    struct raft_buf *snap_data; /* data of the snapshot being saved */
-    uint64_t snap_index;
     uint64_t last_snapshot_ms; /* when the newest local snapshot finished */
     uint64_t last_snapshot_bytes;  /* its size */
     uint64_t bytes_since_snapshot; /* entry bytes applied since a snapshot was started */
@@ -95,7 +93,6 @@ struct node {
 
     /* bootstrap */
     bool started;              /* raft_new done */
-    bool empty_start;          /* no durable state at open */
     bool waiting_logged;
     struct event *ev_boot;
     uint64_t boot_deadline_ms;
@@ -144,7 +141,6 @@ struct node {
     uint64_t forwarded;
     uint64_t reads_served;
     uint64_t stale_reads;
-    uint64_t apply_ns_sum;
 };
 
 /* node.c */
