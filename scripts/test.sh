@@ -27,11 +27,19 @@ build() { # dir, extra meson args...
     meson compile -C "$dir"
 }
 
+# Check's own summary line per suite ("cfg: 100%: Checks: 183, Failures: 0, Errors: 0"),
+# which meson keeps in its log; meson prints only its per-program verdicts.
+check_summary() {
+    awk '/^Running suite\(s\):/ { suite = $3 } /%: Checks: / { print "  " suite ": " $0 }' \
+        "$1/meson-logs/testlog.txt"
+}
+
 step "build (release checks, -Werror)"
 build build
 
 step "unit + simulation (build)"
 meson test -C build --print-errorlogs --num-processes 2
+check_summary build
 
 step "integration (build)"
 # shellcheck disable=SC2086
@@ -44,6 +52,7 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
     step "unit + simulation (ASan+UBSan)"
     meson test -C build-asan --print-errorlogs --num-processes 2 --timeout-multiplier 3
+    check_summary build-asan
     step "integration (ASan+UBSan)"
     # shellcheck disable=SC2086
     SPUR_BUILD_DIR="$ROOT/build-asan" $PYTEST -q -p no:cacheprovider tests/integration \
