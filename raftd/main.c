@@ -3,13 +3,16 @@
  * status frames to the supervisor.
  *
  * Start-up order matters and is part of the contract with the supervisor:
- *   1. PR_SET_PDEATHSIG, so this process never outlives the supervisor;
+ *   1. PR_SET_PDEATHSIG, so this process never outlives the supervisor, and a check that
+ *      the parent is still the supervisor whose pid came in --supervisor-pid (never a
+ *      comparison with 1: the supervisor is PID 1 in a container);
  *   2. fd 3 (--status-fd) marked close-on-exec and non-blocking before anything could
  *      fork, so no grandchild can hold the status pipe open;
  *   3. configuration (exit 78 on error), state directory and its lock (exit 73);
  *   4. STARTING frames while the state is recovered (from a helper thread, so a long
  *      replay is never mistaken for a stall), then the event loop; RUNNING once loaded.
- * Failures before RUNNING exit with a code from 64-78, which the supervisor passes on.
+ * Failures before RUNNING exit with a code from 64-78; the supervisor passes on those
+ * where a restart cannot help (64, 65, 66, 73, 77, 78) and turns the rest into 70.
  */
 #include "cfg.h"
 #include "log.h"
@@ -138,6 +141,8 @@ static void usage(FILE *out)
             "  -f, --config FILE     configuration file (default %s)\n"
             "      --state-dir DIR   override controller.state_dir\n"
             "      --status-fd N     write status frames to descriptor N (set by spurctld)\n"
+            "      --supervisor-pid P  the supervisor's pid (set by spurctld): exit at once\n"
+            "                        if the parent is already another process\n"
             "  -V, --version         print the version and exit\n"
             "  -h, --help            print this help and exit\n",
             SPUR_DEFAULT_CONFIG);
@@ -149,12 +154,14 @@ int main(int argc, char **argv)
         {"config", required_argument, NULL, 'f'},
         {"state-dir", required_argument, NULL, 'S'},
         {"status-fd", required_argument, NULL, 'F'},
+        {"supervisor-pid", required_argument, NULL, 'P'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *config_path = NULL, *state_dir = NULL;
     int status_fd = -1;
+    long sup_pid = 0;
     int c;
     struct worker w;
     char why[512];
@@ -181,6 +188,17 @@ int main(int argc, char **argv)
             status_fd = (int)v;
             break;
         }
+        case 'P': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end != '\0' || v <= 0 || v > INT_MAX) {
+                fprintf(stderr, "spurctld-raftd: --supervisor-pid: \"%s\" is not a pid\n",
+                        optarg);
+                return EXIT_USAGE;
+            }
+            sup_pid = v;
+            break;
+        }
         case 'V':
             printf("spurctld-raftd %s\n", SPUR_VERSION);
             return 0;
@@ -198,13 +216,18 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
-    /* 1 and 2: never outlive the supervisor; never leak the status pipe. */
-    if (status_fd >= 0) {
+    /*
+     * 1 and 2: never outlive the supervisor; never leak the status pipe. PDEATHSIG only
+     * covers a death after the prctl, so compare the parent with the pid the supervisor
+     * passed: a different parent means it died first (we were reparented). Comparing with
+     * 1 would be wrong, since the supervisor is PID 1 in a container.
+     */
+    if (status_fd >= 0)
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-        if (getppid() == 1 && getpid() != 1) {
-            log_event(LOG_ERROR, "raftd", "supervisor already gone at start; exiting", NULL);
-            return EXIT_SOFTWARE;
-        }
+    if (sup_pid > 0 && (long)getppid() != sup_pid) {
+        log_event(LOG_ERROR, "raftd", "supervisor already gone at start; exiting 70",
+                  "supervisor_pid=%ld parent_pid=%ld", sup_pid, (long)getppid());
+        return EXIT_SOFTWARE;
     }
     if (statusw_attach(&w.sw, status_fd) != 0) {
         log_event(LOG_ERROR, "raftd", "status descriptor is not open", "fd=%d", status_fd);

@@ -188,11 +188,20 @@ static int spawn_worker(struct sup *s)
                   strerror(errno));
         return -1;
     }
+    /*
+     * The worker is told our pid so that it can tell, right after PR_SET_PDEATHSIG, whether
+     * we died before that took effect: getppid() differs from it then. Comparing with 1
+     * would be wrong, because in a container we are PID 1 ourselves.
+     */
+    char suppid[24];
+    snprintf(suppid, sizeof(suppid), "%ld", (long)getpid());
     const char *argv[12];
     int ac = 0;
     argv[ac++] = s->opt->worker_path;
     argv[ac++] = "--status-fd";
     argv[ac++] = "3";
+    argv[ac++] = "--supervisor-pid";
+    argv[ac++] = suppid;
     if (s->opt->config_path) {
         argv[ac++] = "--config";
         argv[ac++] = s->opt->config_path;
@@ -452,8 +461,7 @@ static void worker_ended(struct sup *s)
     default:
         break;
     }
-    if (!s->reported_running && WIFEXITED(st) && WEXITSTATUS(st) >= 64 &&
-        WEXITSTATUS(st) <= 78) {
+    if (!s->reported_running && WIFEXITED(st) && sup_startup_code_is_final(WEXITSTATUS(st))) {
         snprintf(cause, sizeof(cause),
                  "worker failed during start-up: %s; passing the code through (a restart "
                  "would not help)",
@@ -463,6 +471,9 @@ static void worker_ended(struct sup *s)
     }
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
         snprintf(cause, sizeof(cause), "worker %s without being asked to stop", desc);
+    else if (!s->reported_running && WIFEXITED(st))
+        snprintf(cause, sizeof(cause),
+                 "worker failed during start-up: %s; a restart may help, so exiting 70", desc);
     else
         snprintf(cause, sizeof(cause), "worker %s", desc);
     finish(s, EXIT_SOFTWARE, LOG_ERROR, "worker died", cause);
@@ -507,6 +518,29 @@ static void notify_status(struct sup *s)
              status_phase_name(w->phase), w->node_id, status_role_name(w->role),
              (unsigned long long)w->term, w->leader_id, (unsigned long long)w->commit_index);
     notify_send(&s->notify, buf);
+}
+
+/*
+ * Which start-up failures are passed through as our own exit code. Only those where a
+ * restart cannot help: a bad command line (64), state on disk corrupt beyond a torn tail
+ * (65), a missing input file (66), a state directory that cannot be created or is locked
+ * (73), a permission refused (77) and an invalid configuration (78). Everything else,
+ * 70 (internal error) and 71 (an OS failure such as a port in use or fork failing) among
+ * them, is transient as far as we can know, and becomes 70: restart me.
+ */
+int sup_startup_code_is_final(int code)
+{
+    switch (code) {
+    case EXIT_USAGE:
+    case EXIT_DATAERR:
+    case EXIT_NOINPUT:
+    case EXIT_CANTCREAT:
+    case EXIT_NOPERM:
+    case EXIT_CONFIG:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static void on_frame(struct sup *s, const struct worker_status *w, uint64_t now)

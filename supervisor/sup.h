@@ -19,4 +19,11 @@ struct sup_options {
 
 int sup_run(const struct sup_options *opt);
 
+/*
+ * 1 when a worker that exited with this code before it ever reported RUNNING should have
+ * the code passed through as spurctld's own (a restart would not help: 64, 65, 66, 73, 77,
+ * 78); 0 when spurctld should exit 70 so that the replica is restarted.
+ */
+int sup_startup_code_is_final(int code);
+
 #endif
