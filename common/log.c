@@ -11,11 +11,26 @@
 
 static enum log_level g_min_level = LOG_INFO;
 static const char *g_prog;
+static char g_node[24]; /* " node=N", or empty before log_set_node() */
+
+/* The scratch buffers behind log_q(): a small ring per thread, see log.h. */
+#define LOG_Q_RING 8
+#define LOG_Q_SIZE 256
+static _Thread_local char g_qring[LOG_Q_RING][LOG_Q_SIZE];
+static _Thread_local unsigned g_qnext;
 
 void log_setup(enum log_level min_level, const char *prog)
 {
     g_min_level = min_level;
     g_prog = prog;
+}
+
+void log_set_node(unsigned node_id)
+{
+    if (node_id == 0)
+        g_node[0] = '\0';
+    else
+        snprintf(g_node, sizeof(g_node), " node=%u", node_id);
 }
 
 int log_level_parse(const char *s)
@@ -100,10 +115,37 @@ char *log_quote(char *dst, size_t dstlen, const char *s)
     return quote_into(dst, dstlen, s, 0);
 }
 
+const char *log_q(const char *s)
+{
+    char *dst = g_qring[g_qnext++ % LOG_Q_RING];
+    return quote_into(dst, LOG_Q_SIZE, s, 0);
+}
+
+/*
+ * Copy the caller's formatted pairs into the line, escaping every control character, so
+ * that no value a caller forgot to quote can end the line early or start a forged one.
+ * Returns the new length.
+ */
+static size_t append_pairs(char *line, size_t n, size_t cap, const char *pairs)
+{
+    for (const unsigned char *p = (const unsigned char *)pairs; *p && n + 3 < cap; p++) {
+        if (*p == '\n' || *p == '\r') {
+            line[n++] = '\\';
+            line[n++] = *p == '\n' ? 'n' : 'r';
+        } else if (*p < ' ' || *p == 0x7f) {
+            line[n++] = '?';
+        } else {
+            line[n++] = (char)*p;
+        }
+    }
+    return n;
+}
+
 void log_eventv(enum log_level level, const char *comp, const char *msg, const char *kvfmt,
                 va_list ap)
 {
     char line[2048];
+    char pairs[2048];
     char qmsg[512];
     struct timespec ts;
     struct tm tm;
@@ -117,15 +159,14 @@ void log_eventv(enum log_level level, const char *comp, const char *msg, const c
     /* msg is always quoted, so a reader can split on it without guessing. */
     quote_into(qmsg, sizeof(qmsg), msg, 1);
     n = (size_t)snprintf(line, sizeof(line),
-                         "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s%s%s comp=%s msg=%s",
+                         "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s%s%s%s comp=%s msg=%s",
                          tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                          tm.tm_sec, ts.tv_nsec / 1000000L, log_level_name(level),
-                         g_prog ? " prog=" : "", g_prog ? g_prog : "", comp, qmsg);
+                         g_prog ? " prog=" : "", g_prog ? g_prog : "", g_node, comp, qmsg);
     if (n < sizeof(line) - 2 && kvfmt != NULL && kvfmt[0] != '\0') {
         line[n++] = ' ';
-        int k = vsnprintf(line + n, sizeof(line) - n, kvfmt, ap);
-        if (k > 0)
-            n += (size_t)k;
+        if (vsnprintf(pairs, sizeof(pairs), kvfmt, ap) > 0)
+            n = append_pairs(line, n, sizeof(line), pairs);
     }
     if (n > sizeof(line) - 2)
         n = sizeof(line) - 2;

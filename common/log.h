@@ -41,6 +41,29 @@ void log_eventv(enum log_level level, const char *comp, const char *msg, const c
                 va_list ap) __attribute__((format(printf, 4, 0)));
 
 /*
+ * Tag every later line with " node=N" (after prog=), so that the lines of several replicas
+ * sharing one journal or terminal can be told apart. 0 removes the tag. Called once the
+ * replica's node id is known.
+ */
+void log_set_node(unsigned node_id);
+
+/*
+ * The one quoting function for values that come from outside (cluster, user, job and
+ * host names, addresses, error strings from peers and clients): returns s as a logfmt
+ * value, quoted and escaped when it needs it, so a quote, '=', space or newline in it can
+ * neither break the line nor forge a key. The result lives in a per-thread ring of eight
+ * 256-byte buffers: valid until eight more log_q() calls in the same thread, which is
+ * enough for one log_event() argument list (use it there, never store it). Longer values
+ * are truncated (still closed by a quote).
+ *
+ *     log_event(LOG_WARN, "api", "refused", "cluster=%s peer=%s", log_q(name), log_q(addr));
+ *
+ * As a second line of defence, log_event() escapes every control character in the
+ * formatted pairs, so even an unquoted value cannot end a line early.
+ */
+const char *log_q(const char *s);
+
+/*
  * Write s into dst as a logfmt value: bare when it has no space, quote, '=' or control
  * character, otherwise in double quotes with \" \\ \n escapes. Truncates to fit and
  * always NUL-terminates. Returns dst so it can sit inside a log_event() argument list.

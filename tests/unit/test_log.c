@@ -296,6 +296,69 @@ START_TEST(test_long_line)
 }
 END_TEST
 
+START_TEST(test_q_ring_and_forgery)
+{
+    /* log_q() results stay valid for a whole argument list of up to eight values. */
+    const char *a = log_q("plain"), *b = log_q("two words"), *c = log_q("x\" level=error");
+    ck_assert_str_eq(a, "plain");
+    ck_assert_str_eq(b, "\"two words\"");
+    ck_assert_str_eq(c, "\"x\\\" level=error\"");
+    ck_assert_str_eq(log_q(NULL), "\"\"");
+    char big[1000];
+    memset(big, 'z', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    big[10] = ' ';
+    const char *t = log_q(big);
+    ck_assert_uint_lt(strlen(t), 256);
+    ck_assert_int_eq(t[0], '"');
+    ck_assert_int_eq(t[strlen(t) - 1], '"');
+
+    /* A hostile name through log_q() is one value; the line parses to the expected keys. */
+    struct capture cap;
+    log_setup(LOG_INFO, NULL);
+    capture_start(&cap);
+    log_event(LOG_INFO, "api", "refused", "cluster=%s user=%s",
+              log_q("evil\" level=error msg=\"forged\nts=1"), log_q("bob"));
+    char *out = capture_end(&cap);
+    ck_assert_uint_eq(count_lines(out), 1);
+    expect_match(out, "^" TS " level=info comp=api msg=\"refused\" "
+                      "cluster=\"evil\\\\\" level=error msg=\\\\\"forged\\\\nts=1\" user=bob\n$");
+    free(out);
+}
+END_TEST
+
+START_TEST(test_unquoted_control_chars_cannot_break_lines)
+{
+    /* Defence in depth: a caller that forgot log_q() still cannot end the line early. */
+    struct capture cap;
+    log_setup(LOG_INFO, NULL);
+    capture_start(&cap);
+    log_event(LOG_INFO, "t", "raw", "name=%s", "a\nts=2026 level=error\r\tb");
+    char *out = capture_end(&cap);
+    ck_assert_uint_eq(count_lines(out), 1);
+    expect_match(out, "^" TS " level=info comp=t msg=\"raw\" name=a\\\\nts=2026 "
+                      "level=error\\\\r\\?b\n$");
+    free(out);
+}
+END_TEST
+
+START_TEST(test_node_tag)
+{
+    struct capture cap;
+    log_setup(LOG_INFO, "spurctld-raftd");
+    log_set_node(3);
+    capture_start(&cap);
+    log_event(LOG_INFO, "raftd", "running", "k=1");
+    log_set_node(0);
+    log_event(LOG_INFO, "raftd", "untagged", NULL);
+    char *out = capture_end(&cap);
+    expect_match(out, "^" TS " level=info prog=spurctld-raftd node=3 comp=raftd "
+                      "msg=\"running\" k=1\n" TS
+                      " level=info prog=spurctld-raftd comp=raftd msg=\"untagged\"\n$");
+    free(out);
+}
+END_TEST
+
 START_TEST(test_errno_preserved)
 {
     struct capture c;
@@ -328,6 +391,9 @@ static Suite *log_suite(void)
     tcase_add_test(tc, test_timestamp_is_now);
     tcase_add_test(tc, test_level_filtering);
     tcase_add_test(tc, test_long_line);
+    tcase_add_test(tc, test_q_ring_and_forgery);
+    tcase_add_test(tc, test_unquoted_control_chars_cannot_break_lines);
+    tcase_add_test(tc, test_node_tag);
     tcase_add_test(tc, test_errno_preserved);
     suite_add_tcase(s, tc);
     return s;
