@@ -14,11 +14,9 @@
 
 #define EXIT_USAGE 64       /* EX_USAGE: bad command line */
 #define EXIT_DATAERR 65     /* EX_DATAERR: state on disk corrupt beyond a torn tail */
-#define EXIT_NOINPUT 66     /* EX_NOINPUT: a named input file does not exist */
 #define EXIT_SOFTWARE 70    /* EX_SOFTWARE: the worker died or stalled; restart the replica */
 #define EXIT_OSERR 71       /* EX_OSERR: fork, pipe or bind failed at start */
 #define EXIT_CANTCREAT 73   /* EX_CANTCREAT: state dir unusable or locked */
-#define EXIT_NOPERM 77      /* EX_NOPERM: permission refused (state dir, key file) */
 #define EXIT_CONFIG 78      /* EX_CONFIG: invalid configuration */
 
 /* Monotonic clock in nanoseconds / milliseconds. */

@@ -14,29 +14,38 @@
  *    else; the responder also polls the worker's pidfd on every request, so it can answer
  *    "dead" even in the microseconds before we run.
  *
- * 2. A stalled worker is taken out of service, then killed.
+ * 2. A stalled worker is taken out of service, then killed; a frozen replica is not.
  *    Frames carry no meaning for liveness beyond "arrived at time T". The responder
  *    reports "stalled" as soon as T is older than stall_timeout_ms; at kill_timeout_ms we
  *    send SIGABRT (and SIGCONT, so a stopped worker can dump its core), and SIGKILL one
- *    second later.
+ *    second later. Only silence we saw while we ran ourselves counts: when our 20 ms tick
+ *    comes more than PAUSE_MIN_MS late, we were not running (the whole replica stopped, a
+ *    VM frozen), the worker most likely was not either, and the pause is excused: T moves
+ *    forward by it, in the shared page too (sup_silence_origin()). A worker stopped alone
+ *    is still killed on time, since our ticks keep coming.
  *
  * 3. Every exit explains itself, and the code tells the runtime what to do.
- *    0 after a clean SIGTERM/SIGINT shutdown; the worker's own 64-78 when it failed before
- *    it ever reported RUNNING (bad config, locked or corrupt state: a restart cannot
- *    help); 70 for every other end of the worker. One log line names the cause.
+ *    0 after a clean SIGTERM/SIGINT shutdown; the worker's own 64, 65, 73 or 78 when it
+ *    failed before it ever reported RUNNING (bad command line, corrupt state, unusable or
+ *    locked state dir, bad config: a restart cannot help); 70 for every other end of the
+ *    worker, a start-up failure with 70 or 71 included. One log line names the cause.
  *
  * 4. PID 1 duties. Every child is reaped: on each SIGCHLD we call waitpid(-1, WNOHANG)
  *    until nothing is left, and recognise the worker and the responder by pid inside that
  *    loop, so coalesced signals cannot hide a death. When we are not PID 1 we become a
  *    child subreaper, so orphans of the worker come to us and not to init. Children start
  *    with the signal mask and dispositions we inherited, and the worker inherits only
- *    descriptors 0, 1, 2 and 3. On the way out the worker's process group, the responder
- *    and any remaining child are killed and reaped before we exit.
+ *    descriptors 0, 1, 2 and 3, plus --supervisor-pid with our pid (the worker compares
+ *    its parent with it, never with 1, since we are PID 1 in a container). On the way out
+ *    the worker's process group, the responder and any remaining child are killed and
+ *    reaped before we exit.
  *
  * 5. The health responder is stateless and expendable: if it dies it is forked again
  *    with exponential back-off (100 ms doubling to 10 s, reset after 30 s of life). The
  *    listening socket stays open in the supervisor meanwhile, so probes queue rather than
- *    being refused.
+ *    being refused. It runs in a process group of its own and ignores SIGTERM, SIGINT and
+ *    SIGHUP, so a signal meant for the replica (a terminal's Ctrl-C, `timeout`, a kill of
+ *    the whole group) cannot take it away during the shutdown it must report.
  */
 #include "sup.h"
 
@@ -71,6 +80,12 @@
 #define RESPAWN_RESET_MS 30000
 #define FINAL_REAP_MS 2000
 #define EOF_EXIT_WAIT_MS 100
+/*
+ * A tick this late (TICK_MS is the period) means the supervisor itself was not running:
+ * stopped, or the whole host frozen. Well above any scheduling delay of a busy node, well
+ * below the smallest useful stall timeout.
+ */
+#define PAUSE_MIN_MS 250
 
 static const int handled_signals[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 #define NSIGS (sizeof(handled_signals) / sizeof(handled_signals[0]))
@@ -118,6 +133,7 @@ struct sup {
     uint64_t stalled_ms;
 
     /* stall handling */
+    uint64_t last_run_ns; /* the last time we know we ran: a tick or a frame read */
     bool stall_logged;
     bool abort_sent;
     uint64_t abort_ns;
@@ -260,6 +276,7 @@ static int spawn_worker(struct sup *s)
         fd_set_cloexec(s->worker_pidfd, 1);
     s->hi.worker_state = WORKER_NOFRAME;
     s->hi.last_frame_ns = s->worker_start_ns;
+    s->last_run_ns = s->worker_start_ns;
     publish(s);
     log_event(LOG_INFO, "sup", "worker started", "pid=%d path=\"%s\"", (int)pid,
               s->opt->worker_path);
@@ -285,7 +302,21 @@ static void spawn_responder(struct sup *s)
         int keep[] = {s->health_fd, s->worker_pidfd};
         fd_close_all_except(keep, s->worker_pidfd >= 0 ? 2 : 1);
         child_restore_signals(s);
+        /*
+         * The responder must outlive every signal meant for the replica, because during a
+         * shutdown it is what answers "stopping". A terminal's Ctrl-C, `timeout` or a
+         * kill(0, sig) reaches the whole process group, and systemd may signal every
+         * process of the unit: so it gets a process group of its own and ignores the
+         * stop signals. It still cannot outlive us: PR_SET_PDEATHSIG and its parent check
+         * end it when we go, and we SIGKILL it on the way out. SIGTTOU is ignored so that
+         * a log line to a terminal from this background group is written, not a stop.
+         */
+        setpgid(0, 0);
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGTTOU, SIG_IGN);
         struct responder_config rc = {
             .listen_fd = s->health_fd,
             .worker_pidfd = s->worker_pidfd,
@@ -299,6 +330,7 @@ static void spawn_responder(struct sup *s)
         };
         responder_main(&rc);
     }
+    setpgid(pid, pid); /* as for the worker: whichever of the two runs first */
     sigprocmask(SIG_SETMASK, &old, NULL);
     s->resp_pid = pid;
     s->resp_started_ns = mono_ns();
@@ -521,26 +553,45 @@ static void notify_status(struct sup *s)
 }
 
 /*
- * Which start-up failures are passed through as our own exit code. Only those where a
- * restart cannot help: a bad command line (64), state on disk corrupt beyond a torn tail
- * (65), a missing input file (66), a state directory that cannot be created or is locked
- * (73), a permission refused (77) and an invalid configuration (78). Everything else,
- * 70 (internal error) and 71 (an OS failure such as a port in use or fork failing) among
- * them, is transient as far as we can know, and becomes 70: restart me.
+ * Which start-up failures are passed through as our own exit code: exactly the four of
+ * DESIGN.md section 4, where a restart cannot help: a bad command line (64), state on disk
+ * corrupt beyond a torn tail (65), a state directory that cannot be created or is locked
+ * (73) and an invalid configuration (78). They are also exactly the codes the shipped
+ * systemd unit (RestartPreventExitStatus=) and init script refuse to restart on, so a
+ * code outside this set would only be an undocumented exit status that gets restarted
+ * anyway. Everything else, 70 (internal error) and 71 (an OS failure such as a port still
+ * in use or fork failing) among them, may be cured by a restart, and becomes 70.
  */
 int sup_startup_code_is_final(int code)
 {
     switch (code) {
     case EXIT_USAGE:
     case EXIT_DATAERR:
-    case EXIT_NOINPUT:
     case EXIT_CANTCREAT:
-    case EXIT_NOPERM:
     case EXIT_CONFIG:
         return 1;
     default:
         return 0;
     }
+}
+
+/*
+ * The stall clock counts only time during which we ran ourselves. "seen" is the last
+ * moment we know we were running (a tick or a frame read); a gap from there to now longer
+ * than pause_ns means we were not scheduled at all (SIGSTOP of the whole replica, a VM
+ * freeze), and whatever the worker did meanwhile we cannot hold against it: it was most
+ * likely frozen too. The gap is excused in full, so the silence that still counts is the
+ * part from the last frame to "seen", which we did witness.
+ */
+uint64_t sup_silence_origin(uint64_t last_frame_ns, uint64_t last_run_ns, uint64_t now_ns,
+                            uint64_t pause_ns, uint64_t *paused_ns)
+{
+    uint64_t seen = last_run_ns > last_frame_ns ? last_run_ns : last_frame_ns;
+    *paused_ns = 0;
+    if (now_ns <= seen || now_ns - seen <= pause_ns)
+        return last_frame_ns;
+    *paused_ns = now_ns - seen;
+    return last_frame_ns + *paused_ns;
 }
 
 static void on_frame(struct sup *s, const struct worker_status *w, uint64_t now)
@@ -551,6 +602,7 @@ static void on_frame(struct sup *s, const struct worker_status *w, uint64_t now)
 
     s->hi.worker_state = WORKER_ALIVE;
     s->hi.last_frame_ns = now;
+    s->last_run_ns = now;
     s->hi.phase = (uint32_t)w->phase;
     s->hi.leader_id = w->leader_id;
     publish(s);
@@ -791,8 +843,30 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     if (s->finished || s->worker_exited)
         return;
     uint64_t now = mono_ns();
-    uint64_t since_ms = (now - s->hi.last_frame_ns) / 1000000ull;
     const struct cfg *c = s->cfg;
+
+    /*
+     * Were we frozen ourselves? Then so, most likely, was the worker: move every clock
+     * that measures the worker forward by the pause, in the shared page too, so neither we
+     * nor the responder take the frozen time for a stall (see sup_silence_origin()).
+     */
+    uint64_t paused_ns;
+    uint64_t origin = sup_silence_origin(s->hi.last_frame_ns, s->last_run_ns, now,
+                                         (uint64_t)PAUSE_MIN_MS * 1000000ull, &paused_ns);
+    s->last_run_ns = now;
+    if (paused_ns > 0) {
+        s->hi.last_frame_ns = origin;
+        publish(s);
+        if (s->stopping)
+            s->stop_deadline_ns += paused_ns; /* the grace period is the worker's time too */
+        if (s->abort_sent)
+            s->abort_ns += paused_ns;
+        log_event(LOG_WARN, "sup", "supervisor was not running; the pause does not count "
+                  "against the worker", "paused_ms=%llu silence_ms=%llu",
+                  (unsigned long long)(paused_ns / 1000000ull),
+                  (unsigned long long)((now - origin) / 1000000ull));
+    }
+    uint64_t since_ms = (now - s->hi.last_frame_ns) / 1000000ull;
 
     if (s->stopping) {
         if (now >= s->stop_deadline_ns && s->death != DEATH_GRACE) {

@@ -181,14 +181,20 @@ def write_config(path, **sections):
 
 
 def base_config(tmp, **over):
-    """A one-replica config on 127.0.0.1 with free ports and a private state dir."""
+    """A one-replica config on 127.0.0.1 with free ports and a private state dir.
+
+    Every listener is on a port chosen free here, the Raft one too: a listener left to
+    its default (6817, 6821, 6823) would collide with a spurctld running on the host.
+    """
+    raft = f"127.0.0.1:{free_port()}"
     cfg = {
         "cluster_name": "test",
         "controller": {
             "listen": f"127.0.0.1:{free_port()}",
             "state_dir": str(tmp / "state"),
-            "peers": [f"127.0.0.1:{free_port()}"],
+            "peers": [raft],
         },
+        "raft": {"listen": raft},
         "health": {"bind": "loopback", "port": free_port()},
         "metrics": {"bind": "loopback", "port": free_port()},
         "supervisor": {"heartbeat_ms": 50, "stall_timeout_ms": 600, "kill_timeout_ms": 1500,

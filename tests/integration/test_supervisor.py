@@ -4,8 +4,10 @@ Every test runs the real spurctld on 127.0.0.1 with either the real worker or th
 worker (tests/fixtures/testworker.c), which speaks the status protocol and misbehaves on
 command. Faults are real: real SIGSEGV, real SIGKILL, real SIGSTOP.
 """
+import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,6 +129,94 @@ def test_sigstop_stalls_then_killed_after_kill_timeout(sups):
     assert "SIGABRT" in sup.log()
 
 
+def _freeze(pids, sig):
+    for p in pids:
+        os.kill(p, sig)
+
+
+def test_whole_replica_pause_longer_than_kill_timeout_does_not_kill_the_worker(sups):
+    # A VM freeze, as SIGSTOP of supervisor, responder and the real worker together, for
+    # longer than kill_timeout_ms plus the second from SIGABRT to SIGKILL. The supervisor
+    # must see that it was frozen itself and not kill a worker that was frozen with it.
+    sup = sups.start(sups.config())
+    sup.wait_ready()
+    wpid, rpid = sup.worker_pid(), sup.responder_pid()
+    kill_s = sup.cfg["supervisor"]["kill_timeout_ms"] / 1000
+    group = [sup.pid, rpid, wpid]
+    _freeze(group, signal.SIGSTOP)
+    try:
+        wait_until(lambda: all(proc_state(p) == "T" for p in group), 2, what="all stopped")
+        time.sleep(kill_s + 1.2)
+    finally:
+        # Supervisor and responder first; the worker a moment later, so the supervisor's
+        # first tick after the pause sees no fresh frame yet: the worst order for it.
+        _freeze([sup.pid, rpid], signal.SIGCONT)
+        time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):  # gone if it was killed meanwhile
+            os.kill(wpid, signal.SIGCONT)
+    t_cont = time.monotonic()
+    poller = Poller(sup.health_port, "/readyz")
+    poller.start()
+    time.sleep(kill_s + 1.0)  # past any kill the old clock would have ordered
+    poller.stop()
+    assert sup.proc.poll() is None, sup.log()
+    assert proc_state(wpid) not in (None, "Z", "T"), "the worker was killed or left stopped"
+    assert sup.worker_pid() == wpid
+    log = sup.log()
+    assert "SIGABRT" not in log and "stalled" not in log, log
+    assert "supervisor was not running; the pause does not count" in log, log
+    assert sup.get("/readyz") == (200, "ok\n")
+    # Once the supervisor has run again, the responder's view is not "stalled" either.
+    late = [x for x in poller.samples if x[0] > t_cont + 0.3]
+    assert late and all(x[2] == 200 for x in late), [x for x in late if x[2] != 200][:3]
+
+
+def test_worker_stopped_alone_while_the_supervisor_runs_is_still_killed(sups):
+    # The counterpart of the pause rule: the supervisor ran all along, so the stop counts.
+    sup = sups.start(sups.config())
+    sup.wait_ready()
+    wpid = sup.worker_pid()
+    kill_s = sup.cfg["supervisor"]["kill_timeout_ms"] / 1000
+    t_stop = time.monotonic()
+    os.kill(wpid, signal.SIGSTOP)
+    assert sup.wait_exit(kill_s + 5) == 70
+    assert time.monotonic() - t_stop >= kill_s * 0.9
+    assert "supervisor was not running" not in sup.log()
+    last = sup.last_sup_line()
+    assert "exit=70" in last and "stalled" in last, last
+
+
+def test_ctrl_c_to_the_process_group_stops_without_losing_the_responder(sups):
+    # A terminal's Ctrl-C signals the whole foreground process group. The responder must
+    # not die of it: during the shutdown it is what answers "stopping". The worker here
+    # ignores SIGINT, so the shutdown lasts the whole grace period.
+    sup = tw_sup(sups, env={"TW_IGNORE_TERM": "1"}, linger=0,
+                 supervisor={"shutdown_grace_ms": 1500})
+    sup.wait_ready()
+    rpid = sup.responder_pid()
+    os.killpg(os.getpgid(sup.pid), signal.SIGINT)
+    wait_word(sup, "/readyz", 503, "stopping", timeout=0.5)
+    time.sleep(0.5)
+    assert sup.get("/readyz") == (503, "stopping\n")
+    assert proc_state(rpid) not in (None, "Z") and sup.responder_pid() == rpid
+    assert sup.wait_exit(10) == 70  # the worker had to be killed after the grace period
+    assert "health responder died" not in sup.log(), sup.log()
+    assert "did not stop within shutdown_grace_ms" in sup.last_sup_line()
+
+
+def test_timeout_signalling_its_group_gives_a_clean_stop(sups):
+    # `timeout` sends its signal to the command and then to its whole process group.
+    if shutil.which("timeout") is None:
+        pytest.skip("needs coreutils timeout")
+    sup = sups.start(sups.config(), wrapper=["timeout", "--preserve-status", "-s", "TERM", "3"])
+    wait_until(lambda: children_of(sup.pid), 5, what="spurctld under timeout")
+    sup.wait_ready()
+    assert sup.wait_exit(15) == 0, sup.log()
+    log = sup.log()
+    assert "health responder died" not in log, log
+    assert "shutdown by SIGTERM" in sup.last_sup_line()
+
+
 def test_grandchild_holding_the_pipe_does_not_hide_the_death(sups, tmp_path):
     gpf = tmp_path / "grandchild.pid"
     sup = tw_sup(sups, env={"TW_GRANDCHILD": "1", "TW_GRANDCHILD_PIDFILE": str(gpf)})
@@ -165,10 +255,26 @@ def test_bad_config_exits_78_naming_file_and_line(sups, tmp_path):
     assert p.returncode == 78 and f"{bad}:2: health.port:" in p.stderr
 
 
-def test_worker_startup_failure_code_passes_through(sups):
-    sup = tw_sup(sups, env={"TW_ACTION": "exit:78", "TW_WHEN": "start"}, linger=0)
-    assert sup.wait_exit(10) == 78
-    assert "passing the code through" in sup.last_sup_line()
+@pytest.mark.parametrize("code", [64, 65, 73, 78])
+def test_worker_startup_failure_code_passes_through(sups, code):
+    # Bad command line, corrupt state, locked state dir, bad config: a restart cannot help.
+    sup = tw_sup(sups, env={"TW_ACTION": f"exit:{code}", "TW_WHEN": "start"}, linger=0)
+    assert sup.wait_exit(10) == code
+    last = sup.last_sup_line()
+    assert f"exit={code}" in last and "passing the code through" in last, last
+    assert f"exited with code {code}" in last, last
+
+
+@pytest.mark.parametrize("code", [70, 71, 66, 77, 1])
+def test_worker_startup_failure_that_a_restart_may_cure_exits_70(sups, code):
+    # 70 (internal) and 71 (an OS failure such as a port still in use) may be cured by a
+    # restart; codes outside the contract's four are not passed through either.
+    sup = tw_sup(sups, env={"TW_ACTION": f"exit:{code}", "TW_WHEN": "start"}, linger=0)
+    assert sup.wait_exit(10) == 70
+    last = sup.last_sup_line()
+    assert "exit=70" in last and "passing the code through" not in last, last
+    assert f"worker failed during start-up: exited with code {code}" in last, last
+    assert "a restart may help" in last, last
 
 
 def test_exit_after_running_is_70_even_with_a_config_code(sups):

@@ -1,0 +1,140 @@
+/*
+ * test_sup.c - the supervisor's pure decisions (supervisor/sup.c).
+ *
+ * Pinned here: which start-up exit codes of the worker spurctld passes through as its own
+ * (exactly 64, 65, 73 and 78, DESIGN.md section 4; everything else, 70 and 71 included,
+ * becomes 70), and the stall clock that does not hold the supervisor's own pause against
+ * the worker (sup_silence_origin()). The event loop around them is tested with real
+ * processes in tests/integration/test_supervisor.py and test_pid1.py.
+ */
+#include "sup.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define MS 1000000ull
+#define PAUSE (250 * MS)
+
+START_TEST(test_startup_codes_passed_through)
+{
+    ck_assert_int_eq(sup_startup_code_is_final(64), 1);
+    ck_assert_int_eq(sup_startup_code_is_final(65), 1);
+    ck_assert_int_eq(sup_startup_code_is_final(73), 1);
+    ck_assert_int_eq(sup_startup_code_is_final(78), 1);
+}
+END_TEST
+
+START_TEST(test_startup_codes_restarted)
+{
+    /* A restart may help: internal error, OS failure (a port still in use), and anything
+     * outside the contract's four, including the rest of sysexits' 64-78. */
+    int finals = 0;
+    for (int code = -1; code <= 256; code++) {
+        int f = sup_startup_code_is_final(code);
+        ck_assert(f == 0 || f == 1);
+        finals += f;
+    }
+    ck_assert_int_eq(finals, 4);
+    ck_assert_int_eq(sup_startup_code_is_final(70), 0);
+    ck_assert_int_eq(sup_startup_code_is_final(71), 0);
+    ck_assert_int_eq(sup_startup_code_is_final(0), 0);
+    ck_assert_int_eq(sup_startup_code_is_final(1), 0);
+    ck_assert_int_eq(sup_startup_code_is_final(66), 0);
+    ck_assert_int_eq(sup_startup_code_is_final(77), 0);
+}
+END_TEST
+
+START_TEST(test_silence_counts_while_supervisor_runs)
+{
+    /* Regular ticks every 20 ms, worker silent for 5 s: every millisecond counts. */
+    uint64_t frame = 1000 * MS, paused = 99;
+    uint64_t run = frame;
+    for (uint64_t now = frame + 20 * MS; now <= frame + 5000 * MS; now += 20 * MS) {
+        ck_assert_uint_eq(sup_silence_origin(frame, run, now, PAUSE, &paused), frame);
+        ck_assert_uint_eq(paused, 0);
+        run = now;
+    }
+    /* A late tick below the pause threshold (a busy node) still counts in full. */
+    ck_assert_uint_eq(sup_silence_origin(frame, run, run + PAUSE, PAUSE, &paused), frame);
+    ck_assert_uint_eq(paused, 0);
+}
+END_TEST
+
+START_TEST(test_whole_replica_pause_is_excused)
+{
+    /* Last frame at 1000 ms, our last tick at 1030 ms, then frozen until 6030 ms. */
+    uint64_t frame = 1000 * MS, run = 1030 * MS, now = 6030 * MS, paused = 0;
+    uint64_t origin = sup_silence_origin(frame, run, now, PAUSE, &paused);
+    ck_assert_uint_eq(paused, 5000 * MS);
+    ck_assert_uint_eq(origin, 6000 * MS);
+    /* What still counts is the silence we witnessed before the freeze: 30 ms. */
+    ck_assert_uint_eq(now - origin, 30 * MS);
+}
+END_TEST
+
+START_TEST(test_pause_right_after_a_frame)
+{
+    /* A frame read later than our last tick: that read is the last sign we ran. */
+    uint64_t frame = 2000 * MS, run = 1990 * MS, now = 9000 * MS, paused = 0;
+    uint64_t origin = sup_silence_origin(frame, run, now, PAUSE, &paused);
+    ck_assert_uint_eq(paused, 7000 * MS);
+    ck_assert_uint_eq(origin, now);
+}
+END_TEST
+
+START_TEST(test_stalled_worker_still_killed_after_a_pause)
+{
+    /*
+     * The worker had been silent 1400 ms (kill at 1500) when everything froze: after the
+     * freeze the old silence still counts, so the kill comes 100 ms of our running later,
+     * not a whole window later.
+     */
+    uint64_t frame = 1000 * MS, run = 2400 * MS, now = 12400 * MS, paused = 0;
+    uint64_t origin = sup_silence_origin(frame, run, now, PAUSE, &paused);
+    ck_assert_uint_eq(now - origin, 1400 * MS);
+    uint64_t later = now + 100 * MS;
+    ck_assert_uint_eq(sup_silence_origin(origin, now, later, PAUSE, &paused), origin);
+    ck_assert_uint_eq(paused, 0);
+    ck_assert_uint_eq(later - origin, 1500 * MS);
+}
+END_TEST
+
+START_TEST(test_clock_not_advanced)
+{
+    uint64_t paused = 7;
+    ck_assert_uint_eq(sup_silence_origin(500 * MS, 600 * MS, 600 * MS, PAUSE, &paused),
+                      500 * MS);
+    ck_assert_uint_eq(paused, 0);
+    /* now before "seen" (a frame stamped after this tick's clock read): no pause. */
+    ck_assert_uint_eq(sup_silence_origin(700 * MS, 600 * MS, 650 * MS, PAUSE, &paused),
+                      700 * MS);
+    ck_assert_uint_eq(paused, 0);
+}
+END_TEST
+
+static Suite *sup_suite(void)
+{
+    Suite *s = suite_create("sup");
+    TCase *tc = tcase_create("startup");
+    tcase_add_test(tc, test_startup_codes_passed_through);
+    tcase_add_test(tc, test_startup_codes_restarted);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stall_clock");
+    tcase_add_test(tc, test_silence_counts_while_supervisor_runs);
+    tcase_add_test(tc, test_whole_replica_pause_is_excused);
+    tcase_add_test(tc, test_pause_right_after_a_frame);
+    tcase_add_test(tc, test_stalled_worker_still_killed_after_a_pause);
+    tcase_add_test(tc, test_clock_not_advanced);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(sup_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
