@@ -31,7 +31,7 @@ enum diskio_rc {
     DISKIO_EFAILED = -5,  /* the storage stopped after an earlier write error */
 };
 
-#define DISKIO_MSG_MAX 768
+#define DISKIO_MSG_MAX 1024 /* room for a path, a reason and what to do about it */
 
 struct diskio_err {
     int rc;                   /* enum diskio_rc */

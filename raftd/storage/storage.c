@@ -26,6 +26,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -888,14 +889,132 @@ void storage_close(struct storage *st)
     storage_free(st);
 }
 
+/* ---------------------------------------------------------------- a damaged newest snapshot */
+
+void storage_fallback_check(uint64_t older_index, uint64_t older_term, uint64_t newest_index,
+                            uint64_t newest_term, const struct wal_entry *log, size_t n,
+                            struct storage_fallback *out)
+{
+    uint64_t first = n > 0 ? log[0].index : 0, last = n > 0 ? log[n - 1].index : 0;
+    uint64_t hi = newest_index, lo = older_index < hi ? older_index + 1 : hi;
+
+    /* lo..hi always holds hi: the log must have the damaged snapshot's own index, to show
+     * by its term that it continues the same history. */
+    memset(out, 0, sizeof(*out));
+    out->need_first = lo;
+    out->need_last = hi;
+    out->have_first = first;
+    out->have_last = last;
+    if (n == 0) {
+        out->missing[0][0] = lo;
+        out->missing[0][1] = hi;
+        out->n_missing = 1;
+    } else {
+        /* need \ have: a piece below the log's first entry, a piece after its last. */
+        if (first > lo) {
+            out->missing[out->n_missing][0] = lo;
+            out->missing[out->n_missing][1] = first - 1 < hi ? first - 1 : hi;
+            out->n_missing++;
+        }
+        if (last < hi) {
+            out->missing[out->n_missing][0] = last + 1 > lo ? last + 1 : lo;
+            out->missing[out->n_missing][1] = hi;
+            out->n_missing++;
+        }
+    }
+    if (out->n_missing > 0)
+        return;
+    /* The log holds lo - 1 (or starts at lo) through hi: do the terms agree? */
+    if (log[hi - first].term != newest_term) {
+        out->newest_term_differs = true;
+        out->log_term = log[hi - first].term;
+        return;
+    }
+    if (older_index >= first && log[older_index - first].term != older_term) {
+        out->older_term_differs = true;
+        out->log_term = log[older_index - first].term;
+        return;
+    }
+    out->ok = true;
+}
+
+/* printf at buf + *used, never past len; *used stays at most len - 1. */
+static void appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void appendf(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    va_list ap;
+    int k;
+
+    if (*used + 1 >= len)
+        return;
+    va_start(ap, fmt);
+    k = vsnprintf(buf + *used, len - *used, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        *used = *used + (size_t)k < len ? *used + (size_t)k : len - 1;
+}
+
+/* Why the older snapshot cannot stand in, as a phrase ("the log lacks ..."). */
+static void describe_fallback(const struct storage_fallback *f, uint64_t older_index,
+                              uint64_t older_term, uint64_t newest_index, uint64_t newest_term,
+                              char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    if (f->newest_term_differs) {
+        appendf(buf, len, &used,
+                "the log holds index %" PRIu64 " with term %" PRIu64
+                ", not the damaged snapshot's term %" PRIu64 " (another history)",
+                newest_index, f->log_term, newest_term);
+        return;
+    }
+    if (f->older_term_differs) {
+        appendf(buf, len, &used,
+                "the log holds index %" PRIu64 " with term %" PRIu64
+                ", not the older snapshot's term %" PRIu64 " (another history)",
+                older_index, f->log_term, older_term);
+        return;
+    }
+    appendf(buf, len, &used, "the log must hold entries %" PRIu64 "..%" PRIu64 " but lacks",
+            f->need_first, f->need_last);
+    for (size_t i = 0; i < f->n_missing; i++) {
+        uint64_t a = f->missing[i][0], b = f->missing[i][1];
+        const char *sep = i > 0 ? " and" : "";
+        if (a == b)
+            appendf(buf, len, &used, "%s %" PRIu64, sep, a);
+        else
+            appendf(buf, len, &used, "%s %" PRIu64 "..%" PRIu64, sep, a, b);
+    }
+    if (f->have_first == 0)
+        appendf(buf, len, &used, " (it holds no entries)");
+    else
+        appendf(buf, len, &used, " (it holds %" PRIu64 "..%" PRIu64 ")", f->have_first,
+                f->have_last);
+}
+
+/*
+ * What the operator can do when a damaged snapshot cannot be replaced: appended to every
+ * refusal of storage_open that comes from a damaged snapshot. A replica of a cluster that
+ * has lost state it acknowledged is rebuilt from its peers; that is safe only while the
+ * others hold a quorum (they then have every committed entry, and elect without it).
+ */
+#define SNAPSHOT_ADVICE                                                                            \
+    "Refusing to start: this replica cannot rebuild its state. In a cluster, and only while "      \
+    "the other replicas form a quorum with a leader: move the state directory %s aside and "       \
+    "start this replica empty; the leader catches it up. A single replica: restore the "           \
+    "state directory from a backup (docs/storage-format.md)"
+
 /*
  * Pick the snapshot to start from (see storage_open in storage.h). *chosen is -1 for none;
  * *quarantine the index in v of a damaged newest snapshot to rename, or -1.
  */
 static int choose_snapshot(struct storage *st, const struct snapfile_entry *v, size_t n,
-                           const struct wal_replay *rp, struct storage_recovered *rec, long *chosen,
-                           long *quarantine, struct diskio_err *err)
+                           const struct wal_recovery *wr, struct storage_recovered *rec,
+                           long *chosen, long *quarantine, struct diskio_err *err)
 {
+    const struct wal_replay *rp = &wr->replay;
     struct diskio_err first_err;
     struct snapfile_meta m;
     uint8_t *cfg = NULL;
@@ -913,32 +1032,44 @@ static int choose_snapshot(struct storage *st, const struct snapfile_entry *v, s
     } else {
         /* The newest is damaged. The one before it will do only if the log still holds
          * every entry from it up to the damaged one's index, with that one's term. */
-        size_t live = rp->n - rp->start;
-        const struct wal_entry *L = rp->v + rp->start;
-        uint64_t older, newest = v[n - 1].index;
-        bool covered;
+        const struct snapfile_entry *older, *newest = &v[n - 1];
+        struct storage_fallback f;
+        char why[320], torn[160] = "", oq[DISKIO_MSG_MAX + 8];
 
-        if (n < 2) {
-            return diskio_fail(err, DISKIO_ECORRUPT, "%s (no older snapshot to fall back on)",
-                               first_err.msg);
-        }
-        older = v[n - 2].index;
-        covered = live > 0 && L[0].index <= older + 1 && L[live - 1].index >= newest &&
-                  L[newest - L[0].index].term == v[n - 1].term;
-        if (!covered)
+        if (n < 2)
             return diskio_fail(err, DISKIO_ECORRUPT,
-                               "%s (the log no longer holds the entries after the older "
-                               "snapshot %s, so it cannot replace it)",
-                               first_err.msg, v[n - 2].name);
-        rc = snapfile_verify(st->dirfd, st->dir, v[n - 2].name, &m, &cfg, err);
+                               "%s; there is no older snapshot to fall back on. " SNAPSHOT_ADVICE,
+                               first_err.msg, st->dir);
+        older = &v[n - 2];
+        storage_fallback_check(older->index, older->term, newest->index, newest->term,
+                               rp->v + rp->start, rp->n - rp->start, &f);
+        if (!f.ok) {
+            describe_fallback(&f, older->index, older->term, newest->index, newest->term, why,
+                              sizeof(why));
+            if (wr->torn && wr->n_segs > 0) {
+                char seg[WAL_NAME_MAX];
+                wal_seg_name(seg, wr->segs[wr->n_segs - 1].seq);
+                snprintf(torn, sizeof(torn),
+                         "; the log ends in a torn tail at offset %" PRIu64 " of %s", wr->torn_off,
+                         seg);
+            }
+            return diskio_fail(err, DISKIO_ECORRUPT,
+                               "%s; the older snapshot %s (index %" PRIu64
+                               ") cannot replace it: %s%s. " SNAPSHOT_ADVICE,
+                               first_err.msg, older->name, older->index, why, torn, st->dir);
+        }
+        rc = snapfile_verify(st->dirfd, st->dir, older->name, &m, &cfg, err);
         if (rc == DISKIO_ECORRUPT)
-            return diskio_fail(err, DISKIO_ECORRUPT, "%s; and the older snapshot is damaged too",
-                               first_err.msg);
+            return diskio_fail(err, DISKIO_ECORRUPT,
+                               "%s; and the older snapshot %s is damaged too. " SNAPSHOT_ADVICE,
+                               first_err.msg, older->name, st->dir);
         if (rc != DISKIO_OK)
             return rc;
         log_event(LOG_ERROR, "storage",
-                  "newest snapshot is damaged; starting from the older one and the log",
-                  "err=\"%s\" using=%s", first_err.msg, v[n - 2].name);
+                  "newest snapshot is damaged; starting from the older one and the log, "
+                  "nothing is lost; the damaged file is renamed *.corrupt (check the disk)",
+                  "damaged=%s using=%s from_log=%" PRIu64 "..%" PRIu64 " err=%s", newest->name,
+                  older->name, f.need_first, f.need_last, log_quote(oq, sizeof(oq), first_err.msg));
         *chosen = (long)n - 2;
         *quarantine = (long)n - 1;
     }
@@ -1085,7 +1216,7 @@ int storage_open(const char *dir, const struct storage_options *opts, struct sto
     /* 3. The snapshot, and what of the log is visible after it. */
     if ((rc = snapfile_list(st->dirfd, dir, &snaps, &n_snaps, err)) != DISKIO_OK)
         goto fail;
-    rc = choose_snapshot(st, snaps, n_snaps, &wr.replay, rec, &chosen, &quarantine, err);
+    rc = choose_snapshot(st, snaps, n_snaps, &wr, rec, &chosen, &quarantine, err);
     if (rc != DISKIO_OK)
         goto fail;
     rc = settle_log(st, &wr, rec, &need_reset, &drop_suffix, err);

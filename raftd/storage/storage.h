@@ -120,9 +120,10 @@ struct storage_recovered {
  * Recovery: removes leftover temporary files; loads the hard state; reads every log
  * segment; picks the newest snapshot whose checksums pass. When the newest snapshot fails
  * its checksum, the next older one is used instead only if the log still holds every entry
- * between the two (compaction keeps that true, see storage_compact) and the damaged file
- * is renamed *.corrupt, with an error-level log line; otherwise open fails with
- * DISKIO_ECORRUPT. A torn log tail is truncated with a warning.
+ * between the two (storage_fallback_check below) and the damaged file is renamed
+ * *.corrupt, with an error-level log line; otherwise open fails with DISKIO_ECORRUPT and a
+ * message that names the damaged file, the entries the fallback lacks, and what the
+ * operator can do. A torn log tail is truncated with a warning.
  *
  * On success *out is the storage, *rec what was recovered (free it with
  * storage_recovered_free). On failure nothing was changed on disk beyond removing
@@ -132,6 +133,36 @@ struct storage_recovered {
 int storage_open(const char *dir, const struct storage_options *opts, struct storage **out,
                  struct storage_recovered *rec, struct diskio_err *err);
 void storage_recovered_free(struct storage_recovered *rec);
+
+/*
+ * The fallback rule for a damaged newest snapshot, as storage_open applies it (pure, so a
+ * test can call it). The newest snapshot (newest_index, newest_term) failed its checksum;
+ * the one before it is (older_index, older_term); log[0..n) are the live log entries
+ * (contiguous indexes, as recovered). The older snapshot may stand in only when
+ *   - the log holds every entry older_index + 1 .. newest_index, so replaying it on the
+ *     older snapshot rebuilds the state the damaged one held, and
+ *   - the log has newest_term at newest_index and, if it holds older_index, older_term
+ *     there: the log, the older and the damaged snapshot belong to one history.
+ * Snapshots this replica took keep that true: compaction never deletes log entries after
+ * the older of the two newest snapshots (storage_compact). It stops being true when a
+ * snapshot installed from the leader replaced the log, or when the log lost its tail (a
+ * torn-tail repair, damage). Then the replica cannot rebuild what it acknowledged, and
+ * storage_open refuses (DISKIO_ECORRUPT, exit 65) saying which entries are missing.
+ */
+struct storage_fallback {
+    bool ok;
+    uint64_t need_first, need_last; /* the entries a fallback needs: older + 1 .. newest */
+    uint64_t have_first, have_last; /* what the log holds; both 0 when it holds nothing */
+    size_t n_missing;               /* missing ranges (0 to 2), lowest first */
+    uint64_t missing[2][2];         /* [k][0] .. [k][1], inclusive */
+    bool newest_term_differs;       /* the log holds newest_index, with another term ... */
+    bool older_term_differs;        /* ... or holds older_index with another term */
+    uint64_t log_term;              /* the log's term at the index that differs */
+};
+
+void storage_fallback_check(uint64_t older_index, uint64_t older_term, uint64_t newest_index,
+                            uint64_t newest_term, const struct wal_entry *log, size_t n,
+                            struct storage_fallback *out);
 
 /*
  * Read the recovered snapshot's data (exactly info->data_len bytes) into dst, verifying its

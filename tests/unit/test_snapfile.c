@@ -1,7 +1,8 @@
 /*
  * test_snapfile.c - snapshot files: names, header codec, streaming writer, verification,
  * retention of the last two, leftovers, and through the storage facade: a damaged newest
- * snapshot is never loaded, the older one is used only when the log covers the gap.
+ * snapshot is never loaded, the older one is used only when the log covers the gap (the
+ * pure rule, storage_fallback_check, and the refusal's exact message).
  */
 #include "snapfile.h"
 #include "storage.h"
@@ -469,6 +470,8 @@ START_TEST(test_storage_refuses_damaged_only_snapshot)
     ck_assert_ptr_nonnull(strstr(err.msg, name));
     ck_assert_ptr_nonnull(strstr(err.msg, "offset 64"));
     ck_assert_ptr_nonnull(strstr(err.msg, "no older snapshot"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "Refusing to start"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "restore the state directory from a backup"));
     /* Refusing changed nothing: the file is still there under its name. */
     ck_assert_uint_eq(count_files(".snap"), 1);
     ck_assert_uint_eq(count_files(".corrupt"), 0);
@@ -505,6 +508,213 @@ START_TEST(test_storage_refuses_when_log_does_not_cover)
     ck_assert_int_eq(storage_open(tdir, &o, &st, &rec, &err), DISKIO_ECORRUPT);
     ck_assert_ptr_nonnull(strstr(err.msg, name));
     ck_assert_ptr_nonnull(strstr(err.msg, "cannot replace it"));
+    /* The install reset the log past the older snapshot: 31..500 are gone. */
+    ck_assert_ptr_nonnull(
+        strstr(err.msg, "the log must hold entries 31..500 but lacks 31..500 (it holds 501..505)"));
+    ck_assert_ptr_null(strstr(err.msg, "torn"));
+    ck_assert_ptr_nonnull(strstr(err.msg, "move the state directory"));
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the fallback rule */
+
+/* entries first..last, with term t1 up to (and including) split and t2 after it */
+static struct wal_entry *mklog(uint64_t first, uint64_t last, uint64_t split, uint64_t t1,
+                               uint64_t t2, size_t *n)
+{
+    struct wal_entry *v;
+    *n = last >= first ? (size_t)(last - first + 1) : 0;
+    v = calloc(*n + 1, sizeof(*v));
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < *n; i++) {
+        v[i].index = first + i;
+        v[i].term = v[i].index <= split ? t1 : t2;
+    }
+    return v;
+}
+
+struct fb_case {
+    uint64_t first, last; /* the log (first > last: empty) */
+    bool ok;
+    size_t n_missing;
+    uint64_t m0a, m0b, m1a, m1b;
+};
+
+/* Older snapshot at 40, damaged newest at 80, one term: which logs can replace it. */
+START_TEST(test_fallback_rule_ranges)
+{
+    static const struct fb_case cases[] = {
+        {41, 100, true, 0, 0, 0, 0, 0},    /* starts right after the older one */
+        {1, 100, true, 0, 0, 0, 0, 0},     /* starts before it (nothing compacted) */
+        {41, 80, true, 0, 0, 0, 0, 0},     /* exactly the gap */
+        {1, 0, false, 1, 41, 80, 0, 0},    /* empty */
+        {61, 100, false, 1, 41, 60, 0, 0}, /* compacted past the older snapshot */
+        {1, 70, false, 1, 71, 80, 0, 0},   /* lost its tail (torn-tail repair) */
+        {1, 79, false, 1, 80, 80, 0, 0},   /* one entry short */
+        {42, 79, false, 2, 41, 41, 80, 80}, {50, 70, false, 2, 41, 49, 71, 80},
+        {90, 100, false, 1, 41, 80, 0, 0}, /* starts after the damaged one (an install) */
+        {1, 30, false, 1, 41, 80, 0, 0},   /* ends before the older one */
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const struct fb_case *c = &cases[k];
+        struct storage_fallback f;
+        size_t n;
+        struct wal_entry *v = mklog(c->first, c->last, UINT64_MAX, 1, 1, &n);
+
+        storage_fallback_check(40, 1, 80, 1, v, n, &f);
+        ck_assert_msg(f.ok == c->ok, "case %zu", k);
+        ck_assert_uint_eq(f.need_first, 41);
+        ck_assert_uint_eq(f.need_last, 80);
+        ck_assert_uint_eq(f.have_first, n > 0 ? c->first : 0);
+        ck_assert_uint_eq(f.have_last, n > 0 ? c->last : 0);
+        ck_assert_msg(f.n_missing == c->n_missing, "case %zu: %zu missing ranges", k, f.n_missing);
+        if (c->n_missing > 0) {
+            ck_assert_uint_eq(f.missing[0][0], c->m0a);
+            ck_assert_uint_eq(f.missing[0][1], c->m0b);
+        }
+        if (c->n_missing > 1) {
+            ck_assert_uint_eq(f.missing[1][0], c->m1a);
+            ck_assert_uint_eq(f.missing[1][1], c->m1b);
+        }
+        ck_assert(!f.newest_term_differs && !f.older_term_differs);
+        free(v);
+    }
+}
+END_TEST
+
+/* The log covers the range but belongs to another history: refuse. */
+START_TEST(test_fallback_rule_terms)
+{
+    struct storage_fallback f;
+    size_t n;
+    struct wal_entry *v = mklog(1, 100, 60, 1, 2, &n); /* term 1 up to 60, then 2 */
+
+    storage_fallback_check(40, 1, 80, 2, v, n, &f); /* agrees at 40 and at 80 */
+    ck_assert(f.ok);
+    storage_fallback_check(40, 1, 80, 3, v, n, &f); /* the damaged one says term 3 at 80 */
+    ck_assert(!f.ok);
+    ck_assert(f.newest_term_differs);
+    ck_assert_uint_eq(f.log_term, 2);
+    ck_assert_uint_eq(f.n_missing, 0);
+    storage_fallback_check(40, 2, 80, 2, v, n, &f); /* the older one says term 2 at 40 */
+    ck_assert(!f.ok);
+    ck_assert(f.older_term_differs);
+    ck_assert_uint_eq(f.log_term, 1);
+    /* A log that starts after the older index cannot contradict it: only the newest counts. */
+    free(v);
+    v = mklog(41, 100, 60, 1, 2, &n);
+    storage_fallback_check(40, 7, 80, 2, v, n, &f);
+    ck_assert(f.ok);
+    /* Two snapshots at one index (different terms): the log must hold it with the newest's
+     * term, and with the older's term too, which cannot both hold. */
+    storage_fallback_check(80, 1, 80, 2, v, n, &f);
+    ck_assert(!f.ok);
+    ck_assert_uint_eq(f.need_first, 80);
+    ck_assert_uint_eq(f.need_last, 80);
+    free(v);
+}
+END_TEST
+
+/* Where the first segment's second batch starts after two append() calls of 20 entries. */
+#define BATCH2_OFF (64 + 32 + 20 * (32 + 8))
+
+static void garble(const char *name, off_t off, size_t len)
+{
+    char path[160];
+    uint8_t junk[64];
+    int fd;
+    memset(junk, 0x5A, sizeof(junk));
+    ck_assert_uint_le(len, sizeof(junk));
+    snprintf(path, sizeof(path), "%s/%s", tdir, name);
+    fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, junk, len, off), (ssize_t)len);
+    close(fd);
+}
+
+/*
+ * The newest snapshot is damaged, and the log lost the entries after the older one to a
+ * torn tail: refuse with the exact message (which file, what is missing, what to do), and
+ * change nothing - not even the torn tail's repair - so the evidence stays.
+ */
+START_TEST(test_storage_refuses_after_torn_tail_with_exact_message)
+{
+    struct storage_options o = opts();
+    struct storage_recovered rec;
+    struct storage *st = open_ok(&rec);
+    struct diskio_err err;
+    char newest[SNAPFILE_NAME_MAX], older[SNAPFILE_NAME_MAX], want[DISKIO_MSG_MAX];
+    struct stat sb;
+
+    storage_recovered_free(&rec);
+    append(st, 1, 20, 1);  /* batch 1: entries 1..20 */
+    append(st, 21, 20, 1); /* batch 2: entries 21..40, at BATCH2_OFF */
+    ck_assert_int_eq(storage_snapshot_save(st, 20, 1, NULL, 0, "twenty", 6, &err), DISKIO_OK);
+    ck_assert_int_eq(storage_snapshot_save(st, 40, 1, NULL, 0, "forty", 5, &err), DISKIO_OK);
+    storage_close(st);
+    snapfile_name(older, 20, 1);
+    snapfile_name(newest, 40, 1);
+    flip_byte(newest, 64 + 1);
+    garble("wal-0000000000000001.log", BATCH2_OFF, 40); /* header and first frame */
+
+    st = NULL;
+    ck_assert_int_eq(storage_open(tdir, &o, &st, &rec, &err), DISKIO_ECORRUPT);
+    ck_assert_ptr_null(st);
+    snprintf(want, sizeof(want),
+             "storage: corrupt snapshot %s/%s at offset 64: checksum mismatch in the 5 bytes "
+             "of configuration and data; the older snapshot %s (index 20) cannot replace it: "
+             "the log must hold entries 21..40 but lacks 21..40 (it holds 1..20); the log ends "
+             "in a torn tail at offset %d of wal-0000000000000001.log. Refusing to start: this "
+             "replica cannot rebuild its state. In a cluster, and only while the other "
+             "replicas form a quorum with a leader: move the state directory %s aside and "
+             "start this replica empty; the leader catches it up. A single replica: restore "
+             "the state directory from a backup (docs/storage-format.md)",
+             tdir, newest, older, BATCH2_OFF, tdir);
+    ck_assert_str_eq(err.msg, want);
+    /* Nothing changed: both snapshots under their names, the torn bytes still there. */
+    ck_assert_uint_eq(count_files(".snap"), 2);
+    ck_assert_uint_eq(count_files(".corrupt"), 0);
+    {
+        char path[160];
+        uint8_t b = 0;
+        int fd;
+        snprintf(path, sizeof(path), "%s/wal-0000000000000001.log", tdir);
+        ck_assert_int_eq(stat(path, &sb), 0);
+        fd = open(path, O_RDONLY);
+        ck_assert_int_eq(pread(fd, &b, 1, BATCH2_OFF), 1);
+        close(fd);
+        ck_assert_uint_eq(b, 0x5A);
+    }
+    /* And it refuses the same way every time (no half-made repair on the first try). */
+    ck_assert_int_eq(storage_open(tdir, &o, &st, &rec, &err), DISKIO_ECORRUPT);
+    ck_assert_str_eq(err.msg, want);
+}
+END_TEST
+
+/* The same damage but the log keeps its tail: the fallback works, and says so. */
+START_TEST(test_storage_falls_back_with_both_batches)
+{
+    struct storage_recovered rec;
+    struct storage *st = open_ok(&rec);
+    struct diskio_err err;
+    char newest[SNAPFILE_NAME_MAX];
+
+    storage_recovered_free(&rec);
+    append(st, 1, 20, 1);
+    append(st, 21, 20, 1);
+    ck_assert_int_eq(storage_snapshot_save(st, 20, 1, NULL, 0, "twenty", 6, &err), DISKIO_OK);
+    ck_assert_int_eq(storage_snapshot_save(st, 40, 1, NULL, 0, "forty", 5, &err), DISKIO_OK);
+    storage_close(st);
+    snapfile_name(newest, 40, 1);
+    flip_byte(newest, 64 + 1);
+    st = open_ok(&rec);
+    ck_assert_uint_eq(rec.snapshot.index, 20);
+    ck_assert_uint_eq(rec.n_entries, 20);
+    ck_assert_uint_eq(rec.entries[0].index, 21);
+    ck_assert_uint_eq(rec.last_index, 40);
+    ck_assert_uint_eq(count_files(".corrupt"), 1);
+    storage_recovered_free(&rec);
+    storage_close(st);
 }
 END_TEST
 
@@ -533,6 +743,12 @@ int main(void)
     tcase_add_test(tc, test_storage_falls_back_when_log_covers);
     tcase_add_test(tc, test_storage_refuses_damaged_only_snapshot);
     tcase_add_test(tc, test_storage_refuses_when_log_does_not_cover);
+    tcase_add_test(tc, test_storage_refuses_after_torn_tail_with_exact_message);
+    tcase_add_test(tc, test_storage_falls_back_with_both_batches);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("fallback rule");
+    tcase_add_test(tc, test_fallback_rule_ranges);
+    tcase_add_test(tc, test_fallback_rule_terms);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     snprintf(base, sizeof(base), "/tmp/spur-test-snap-XXXXXX");
