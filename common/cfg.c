@@ -1,16 +1,26 @@
 /*
- * cfg.c - strict YAML configuration loader (libyaml document API).
+ * cfg.c - strict YAML configuration loader.
  *
  * The schema is a table: one row per accepted key with its type, the field it fills and
- * its range. The loader walks the YAML document once, looks every key up by its dotted
- * path, refuses what the table does not know, and records the line each key came from so
- * that the cross-key checks at the end can still point at a line. Anchors and aliases are
- * resolved by libyaml into shared nodes; the schema has no nesting beyond partitions, so
- * a hostile file cannot make the walk expensive.
+ * its range. The loader reads the file into a bounded tree (ytree.c: nesting and node
+ * caps, linear time, no cycles through aliases), walks it once, looks every key up by its
+ * dotted path, refuses what the table does not know, and records the line each key came
+ * from. It does not stop at the first error: it records it, leaves that key at its
+ * default, marks it refused and goes on, so that one run names every mistake (up to
+ * CFG_MAX_ERRORS). Then the rules between keys run (check_rules), skipping the keys
+ * already refused so no error is reported twice.
+ *
+ * check_rules() is the one place for every rule that start-up enforces, the host-name
+ * ones included; cfg_validate() exposes it, and cfg_load_host() runs it as the last step
+ * of the load, so spurctld --check-config and the worker's start-up cannot disagree.
+ * The walk only descends where the schema has sections (two levels, partitions three),
+ * so a hostile file, aliases included, cannot make it expensive.
  */
 #include "cfg.h"
 
+#include "log.h"
 #include "spur_build.h"
+#include "ytree.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -19,7 +29,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 enum ktype { K_MAP, K_STR, K_BOOL, K_U32, K_STRLIST, K_PARTITIONS };
 typedef int (*str_check_fn)(const char *v, char *why, size_t whylen);
@@ -63,6 +72,8 @@ static const struct key top_keys[] = {
     {"raft.heartbeat_ms", K_U32, OFF(raft.heartbeat_ms), 10, 10000, NULL},
     {"raft.election_timeout_ms", K_U32, OFF(raft.election_timeout_ms), 50, 60000, NULL},
     {"raft.snapshot_entries", K_U32, OFF(raft.snapshot_entries), 100, 100000000, NULL},
+    {"raft.max_uncommitted_bytes", K_U32, OFF(raft.max_uncommitted_bytes), 1024, 0xffffffffu,
+     NULL},
     {"raft.fsync", K_BOOL, OFF(raft.fsync), 0, 0, NULL},
     {"health", K_MAP, 0, 0, 0, NULL},
     {"health.enabled", K_BOOL, OFF(health.enabled), 0, 0, NULL},
@@ -84,7 +95,7 @@ static const struct key top_keys[] = {
     {"accounting.database_url", K_STR, OFF(accounting.database_url), 0, 0, NULL},
     {"log", K_MAP, 0, 0, 0, NULL},
     {"log.level", K_STR, OFF(log.level), 0, 0, check_log_level},
-    {"partitions", K_PARTITIONS, 0, 0, 64, NULL},
+    {"partitions", K_PARTITIONS, 0, 0, CFG_MAX_PARTITIONS, NULL},
 };
 #define NTOP (sizeof(top_keys) / sizeof(top_keys[0]))
 
@@ -141,6 +152,7 @@ static void partition_free(struct cfg_partition *p)
 
 void cfg_free(struct cfg *c)
 {
+    free(c->where);
     free(c->source);
     free(c->cluster_name);
     free(c->controller.listen);
@@ -196,6 +208,7 @@ int cfg_defaults(struct cfg *c)
     c->raft.heartbeat_ms = 100;
     c->raft.election_timeout_ms = 1000;
     c->raft.snapshot_entries = 10000;
+    c->raft.max_uncommitted_bytes = 64u << 20;
     c->raft.fsync = true;
     c->health.enabled = true;
     c->health.bind = xstrdup("all");
@@ -364,15 +377,89 @@ static int check_nonempty(const char *v, char *why, size_t whylen)
     return 0;
 }
 
+/* ---- errors ------------------------------------------------------------------------- */
+
+/*
+ * Where each key came from, for messages about rules between keys. Owned by the struct
+ * cfg it describes (cfg_free() releases it); NULL for the embedded defaults.
+ */
+struct cfg_where {
+    unsigned top_line[NTOP];          /* 1-based line of each key the file set; 0: default */
+    bool top_bad[NTOP];               /* the key's value was refused; rules skip it */
+    unsigned peer_line[CFG_MAX_PEERS];/* line of each controller.peers entry */
+    unsigned part_line[CFG_MAX_PARTITIONS]; /* line of each partition's mapping */
+    bool part_bad[CFG_MAX_PARTITIONS];
+};
+
+static void add_error(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                      const char *why)
+{
+    if (err->count >= CFG_MAX_ERRORS) {
+        err->more = true;
+        return;
+    }
+    char *m = err->list[err->count];
+    if (key == NULL) /* about the file as a whole, which could not be read: no line */
+        snprintf(m, CFG_ERR_MAX, "%s: %s", name, why);
+    else if (line > 0)
+        snprintf(m, CFG_ERR_MAX, "%s:%u: %s: %s", name, line, key, why);
+    else
+        snprintf(m, CFG_ERR_MAX, "%s: %s: %s", name, key, why);
+    /* One line per error: a value from the file may hold a line break or a control byte. */
+    for (char *q = m; *q; q++)
+        if ((unsigned char)*q < ' ' || *q == 0x7f)
+            *q = '?';
+    if (err->count == 0)
+        memcpy(err->msg, m, CFG_ERR_MAX);
+    err->count++;
+}
+
+void cfg_print_errors(FILE *out, const char *prefix, const struct cfg_error *err)
+{
+    for (size_t i = 0; i < err->count; i++)
+        fprintf(out, "%s%s\n", prefix, err->list[i]);
+    if (err->more)
+        fprintf(out, "%sand more errors, not looked for after the first %d\n", prefix,
+                CFG_MAX_ERRORS);
+}
+
+void cfg_log_errors(const char *comp, const struct cfg_error *err)
+{
+    char q[2 * CFG_ERR_MAX + 8];
+    for (size_t i = 0; i < err->count; i++)
+        log_event(LOG_ERROR, comp, "configuration error", "error=%s",
+                  log_quote(q, sizeof(q), err->list[i]));
+    log_event(LOG_ERROR, comp, "invalid configuration; exiting 78", "errors=%zu%s error=%s",
+              err->count, err->more ? "+" : "", log_quote(q, sizeof(q), err->msg));
+}
+
+static void add_errorf(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void add_errorf(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                       const char *fmt, ...)
+{
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    add_error(err, name, line, key, why);
+}
+
 /* ---- the walk ----------------------------------------------------------------------- */
 
+/*
+ * The walk records an error and goes on with the next key, list entry or partition, so
+ * one run reports every unknown key, wrong type and bad value (up to CFG_MAX_ERRORS). A
+ * refused value leaves the key at its default and marks it bad, so that the rules between
+ * keys, which run next, do not report a second, derived error about it.
+ */
 struct loader {
     const char *name;
-    yaml_document_t *doc;
     struct cfg *c;
     struct cfg_error *err;
-    unsigned top_line[NTOP];            /* 1-based line each top key came from, 0: default */
-    unsigned *part_line;                /* per partition: line of its mapping */
+    struct cfg_where *w;
 };
 
 static int fail(struct loader *L, unsigned line, const char *key, const char *fmt, ...)
@@ -380,61 +467,63 @@ static int fail(struct loader *L, unsigned line, const char *key, const char *fm
 
 static int fail(struct loader *L, unsigned line, const char *key, const char *fmt, ...)
 {
-    char why[300];
+    char why[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    if (line > 0)
-        snprintf(L->err->msg, sizeof(L->err->msg), "%s:%u: %s: %s", L->name, line, key, why);
-    else
-        snprintf(L->err->msg, sizeof(L->err->msg), "%s: %s: %s", L->name, key, why);
+    add_error(L->err, L->name, line, key, why);
     return -1;
 }
 
-static unsigned line_of(const yaml_node_t *n)
+/* Enough errors: stop looking for more. */
+static bool saturated(const struct loader *L)
 {
-    return (unsigned)n->start_mark.line + 1;
+    return L->err->more;
 }
 
-static const char *scalar(const yaml_node_t *n)
+static unsigned line_of(const struct ynode *n)
 {
-    return (const char *)n->data.scalar.value;
+    return n->line;
 }
 
-static int is_plain(const yaml_node_t *n)
+static const char *scalar(const struct ynode *n)
 {
-    return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    return n->value;
 }
 
-static int is_null_scalar(const yaml_node_t *n)
+static int is_plain(const struct ynode *n)
+{
+    return n->plain;
+}
+
+static int is_null_scalar(const struct ynode *n)
 {
     const char *v = scalar(n);
     return is_plain(n) && (v[0] == '\0' || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
                            strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0);
 }
 
-static const char *node_kind(const yaml_node_t *n)
+static const char *node_kind(const struct ynode *n)
 {
     switch (n->type) {
-    case YAML_MAPPING_NODE:
+    case YNODE_MAPPING:
         return "a mapping";
-    case YAML_SEQUENCE_NODE:
+    case YNODE_SEQUENCE:
         return "a list";
-    case YAML_SCALAR_NODE:
+    case YNODE_SCALAR:
         return is_null_scalar(n) ? "nothing (null)" : "a scalar";
-    default:
-        return "nothing";
     }
+    return "nothing";
 }
 
-static int parse_string(struct loader *L, const yaml_node_t *v, const char *key,
+static int parse_string(struct loader *L, const struct ynode *v, const char *key,
                         str_check_fn check, char **dst)
 {
     char why[256];
-    if (v->type != YAML_SCALAR_NODE || is_null_scalar(v))
+    if (v->type != YNODE_SCALAR || is_null_scalar(v))
         return fail(L, line_of(v), key, "expected a string, got %s", node_kind(v));
-    if (strlen(scalar(v)) != v->data.scalar.length)
+    if (strlen(scalar(v)) != v->len)
         return fail(L, line_of(v), key, "string holds a NUL byte");
     if (check != NULL && check(scalar(v), why, sizeof(why)) != 0)
         return fail(L, line_of(v), key, "%s", why);
@@ -446,9 +535,9 @@ static int parse_string(struct loader *L, const yaml_node_t *v, const char *key,
     return 0;
 }
 
-static int parse_bool(struct loader *L, const yaml_node_t *v, const char *key, bool *dst)
+static int parse_bool(struct loader *L, const struct ynode *v, const char *key, bool *dst)
 {
-    if (v->type == YAML_SCALAR_NODE && is_plain(v)) {
+    if (v->type == YNODE_SCALAR && is_plain(v)) {
         const char *s = scalar(v);
         if (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 || strcmp(s, "TRUE") == 0) {
             *dst = true;
@@ -459,21 +548,22 @@ static int parse_bool(struct loader *L, const yaml_node_t *v, const char *key, b
             return 0;
         }
     }
-    if (v->type == YAML_SCALAR_NODE)
-        return fail(L, line_of(v), key, "expected true or false, got \"%s\"", scalar(v));
+    if (v->type == YNODE_SCALAR)
+        return fail(L, line_of(v), key, "expected true or false, got \"%.64s\"", scalar(v));
     return fail(L, line_of(v), key, "expected true or false, got %s", node_kind(v));
 }
 
-static int parse_u32(struct loader *L, const yaml_node_t *v, const char *key, uint32_t min,
+static int parse_u32(struct loader *L, const struct ynode *v, const char *key, uint32_t min,
                      uint32_t max, uint32_t *dst)
 {
-    if (v->type != YAML_SCALAR_NODE || is_null_scalar(v))
+    if (v->type != YNODE_SCALAR || is_null_scalar(v))
         return fail(L, line_of(v), key, "expected an integer, got %s", node_kind(v));
     const char *s = scalar(v);
     if (!is_plain(v))
-        return fail(L, line_of(v), key, "expected an integer, got the string \"%s\"", s);
+        return fail(L, line_of(v), key, "expected an integer, got the string \"%.64s\"", s);
     if (*s == '\0' || strlen(s) > 12)
-        return fail(L, line_of(v), key, "\"%s\" is not an integer in range %u..%u", s, min, max);
+        return fail(L, line_of(v), key, "\"%.64s\" is not an integer in range %u..%u", s, min,
+                    max);
     uint64_t x = 0;
     /* Plain decimal digits only: no sign, no "_", no leading zero (YAML 1.1 reads 010 as 8). */
     for (const char *p = s; *p; p++) {
@@ -489,47 +579,52 @@ static int parse_u32(struct loader *L, const yaml_node_t *v, const char *key, ui
     return 0;
 }
 
-static int parse_strlist(struct loader *L, const yaml_node_t *v, const struct key *k,
-                         char ***dst, size_t *dstn)
+/* lines: when not NULL, receives the line of each entry (at most k->max). */
+static int parse_strlist(struct loader *L, const struct ynode *v, const struct key *k,
+                         char ***dst, size_t *dstn, unsigned *lines)
 {
     char why[256];
     char sub[128];
-    if (v->type != YAML_SEQUENCE_NODE)
+    if (v->type != YNODE_SEQUENCE)
         return fail(L, line_of(v), k->path, "expected a list of strings, got %s", node_kind(v));
-    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    size_t n = v->n;
     if (n < k->min || n > k->max)
         return fail(L, line_of(v), k->path, "needs %u to %u entries, has %zu", k->min, k->max,
                     n);
     char **list = calloc(n ? n : 1, sizeof(char *));
     if (list == NULL)
         return fail(L, line_of(v), k->path, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        yaml_node_t *it = yaml_document_get_node(L->doc, v->data.sequence.items.start[i]);
+    int rc = 0;
+    for (size_t i = 0; i < n && !saturated(L); i++) {
+        const struct ynode *it = v->items[i];
         snprintf(sub, sizeof(sub), "%s[%zu]", k->path, i);
-        if (it == NULL || it->type != YAML_SCALAR_NODE || is_null_scalar(it)) {
-            strlist_free(list, i);
-            return fail(L, it ? line_of(it) : line_of(v), sub, "expected a string, got %s",
-                        it ? node_kind(it) : "nothing");
+        if (lines != NULL)
+            lines[i] = line_of(it);
+        if (it->type != YNODE_SCALAR || is_null_scalar(it)) {
+            rc = fail(L, line_of(it), sub, "expected a string, got %s", node_kind(it));
+            continue;
         }
-        if (strlen(scalar(it)) != it->data.scalar.length) {
-            strlist_free(list, i);
-            return fail(L, line_of(it), sub, "string holds a NUL byte");
+        if (strlen(scalar(it)) != it->len) {
+            rc = fail(L, line_of(it), sub, "string holds a NUL byte");
+            continue;
         }
         if (k->check && k->check(scalar(it), why, sizeof(why)) != 0) {
-            strlist_free(list, i);
-            return fail(L, line_of(it), sub, "%s", why);
+            rc = fail(L, line_of(it), sub, "%s", why);
+            continue;
         }
         for (size_t j = 0; j < i; j++) {
-            if (strcmp(list[j], scalar(it)) == 0) {
-                strlist_free(list, i);
-                return fail(L, line_of(it), sub, "\"%s\" is listed twice", scalar(it));
+            if (list[j] != NULL && strcmp(list[j], scalar(it)) == 0) {
+                rc = fail(L, line_of(it), sub, "\"%s\" is listed twice", scalar(it));
+                break;
             }
         }
         list[i] = strdup(scalar(it));
-        if (list[i] == NULL) {
-            strlist_free(list, i);
-            return fail(L, line_of(it), sub, "out of memory");
-        }
+        if (list[i] == NULL)
+            rc = fail(L, line_of(it), sub, "out of memory");
+    }
+    if (rc != 0 || saturated(L)) {
+        strlist_free(list, n);
+        return -1;
     }
     strlist_free(*dst, *dstn);
     *dst = list;
@@ -538,7 +633,7 @@ static int parse_strlist(struct loader *L, const yaml_node_t *v, const struct ke
 }
 
 /* Fill one field of base (a struct cfg or a struct cfg_partition) from node v. */
-static int parse_value(struct loader *L, const yaml_node_t *v, const struct key *k,
+static int parse_value(struct loader *L, const struct ynode *v, const struct key *k,
                        const char *keyname, void *base)
 {
     char *field = (char *)base + k->off;
@@ -549,28 +644,35 @@ static int parse_value(struct loader *L, const yaml_node_t *v, const struct key 
         return parse_bool(L, v, keyname, (bool *)field);
     case K_U32:
         return parse_u32(L, v, keyname, k->min, k->max, (uint32_t *)field);
-    case K_STRLIST:
-        return parse_strlist(L, v, k, (char ***)field, (size_t *)((char *)base + k->cnt_off));
+    case K_STRLIST: {
+        unsigned *lines = (void *)field == (void *)&L->c->controller.peers ? L->w->peer_line
+                                                                           : NULL;
+        return parse_strlist(L, v, k, (char ***)field, (size_t *)((char *)base + k->cnt_off),
+                             lines);
+    }
     default:
         return fail(L, line_of(v), keyname, "internal: unexpected key type");
     }
 }
 
-/* Return the key's scalar text, refusing non-scalar keys and duplicates in one mapping. */
-static const char *mapping_key(struct loader *L, const yaml_node_t *map, yaml_node_pair_t *pair,
+/*
+ * The key's text, or NULL (recorded) for a key that is no plain string or that the
+ * mapping already holds. Compares with the keys before it only, and the walk stops after
+ * CFG_MAX_ERRORS errors, so a mapping of many keys costs at most (known keys + errors)^2.
+ */
+static const char *mapping_key(struct loader *L, const struct ynode *map, size_t pair,
                                const char *prefix)
 {
-    yaml_node_t *kn = yaml_document_get_node(L->doc, pair->key);
-    if (kn == NULL || kn->type != YAML_SCALAR_NODE) {
-        fail(L, kn ? line_of(kn) : line_of(map), prefix[0] ? prefix : "(top level)",
-             "a key must be a plain string");
+    const struct ynode *kn = map->items[2 * pair];
+    if (kn->type != YNODE_SCALAR) {
+        fail(L, line_of(kn), prefix[0] ? prefix : "(top level)", "a key must be a plain string");
         return NULL;
     }
-    for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < pair; q++) {
-        yaml_node_t *qn = yaml_document_get_node(L->doc, q->key);
-        if (qn && qn->type == YAML_SCALAR_NODE && strcmp(scalar(qn), scalar(kn)) == 0) {
+    for (size_t q = 0; q < pair; q++) {
+        const struct ynode *qn = map->items[2 * q];
+        if (qn->type == YNODE_SCALAR && strcmp(scalar(qn), scalar(kn)) == 0) {
             char full[160];
-            snprintf(full, sizeof(full), "%s%s%s", prefix, prefix[0] ? "." : "", scalar(kn));
+            snprintf(full, sizeof(full), "%s%s%.100s", prefix, prefix[0] ? "." : "", scalar(kn));
             fail(L, line_of(kn), full, "duplicate key (first at line %u)", line_of(qn));
             return NULL;
         }
@@ -578,76 +680,77 @@ static const char *mapping_key(struct loader *L, const yaml_node_t *map, yaml_no
     return scalar(kn);
 }
 
-static int parse_partitions(struct loader *L, const yaml_node_t *v, const struct key *k)
+/* One partition's mapping into *p. Returns 0, or -1 when any of it was refused. */
+static int parse_partition(struct loader *L, const struct ynode *pn, const char *keyname,
+                           struct cfg_partition *p)
 {
-    char keyname[192];
-    if (v->type != YAML_SEQUENCE_NODE)
+    int rc = 0;
+    if (pn->type != YNODE_MAPPING)
+        return fail(L, line_of(pn), keyname, "expected a mapping, got %s", node_kind(pn));
+    for (size_t i = 0; i < pn->n && !saturated(L); i++) {
+        const char *kname = mapping_key(L, pn, i, keyname);
+        if (kname == NULL) {
+            rc = -1;
+            continue;
+        }
+        const struct ynode *kn = pn->items[2 * i], *val = pn->items[2 * i + 1];
+        char full[256];
+        snprintf(full, sizeof(full), "%s.%.100s", keyname, kname);
+        const struct key *pk = NULL;
+        for (size_t j = 0; j < NPART; j++)
+            if (strcmp(part_keys[j].path, kname) == 0)
+                pk = &part_keys[j];
+        if (pk == NULL) {
+            rc = fail(L, line_of(kn), full, "unknown key");
+            continue;
+        }
+        if (parse_value(L, val, pk, full, p) != 0)
+            rc = -1;
+    }
+    if (p->name == NULL && rc == 0)
+        rc = fail(L, line_of(pn), keyname, "a partition needs a name");
+    if (p->nodes == NULL) {
+        p->nodes = strdup("ALL");
+        if (p->nodes == NULL)
+            rc = fail(L, line_of(pn), keyname, "out of memory");
+    }
+    return rc;
+}
+
+/*
+ * The partitions list. Every partition is parsed, errors or not, and the list replaces
+ * the default one when it is a list of the right length, so that the rules between
+ * partitions (unique names, one default) still see the good ones; part_bad marks the rest.
+ */
+static int parse_partitions(struct loader *L, const struct ynode *v, const struct key *k)
+{
+    char keyname[64];
+    if (v->type != YNODE_SEQUENCE)
         return fail(L, line_of(v), "partitions", "expected a list of partitions, got %s",
                     node_kind(v));
-    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    size_t n = v->n;
     if (n < 1 || n > k->max)
         return fail(L, line_of(v), "partitions", "needs 1 to %u partitions, has %zu", k->max, n);
     struct cfg_partition *parts = calloc(n, sizeof(*parts));
-    unsigned *lines = calloc(n, sizeof(unsigned));
-    if (parts == NULL || lines == NULL) {
-        free(parts);
-        free(lines);
+    if (parts == NULL)
         return fail(L, line_of(v), "partitions", "out of memory");
-    }
     int rc = 0;
-    size_t done = 0;
-    for (size_t i = 0; i < n && rc == 0; i++, done++) {
-        yaml_node_t *pn = yaml_document_get_node(L->doc, v->data.sequence.items.start[i]);
+    for (size_t i = 0; i < n; i++) {
+        const struct ynode *pn = v->items[i];
         partition_defaults(&parts[i]);
+        L->w->part_line[i] = line_of(pn);
         snprintf(keyname, sizeof(keyname), "partitions[%zu]", i);
-        if (pn == NULL || pn->type != YAML_MAPPING_NODE) {
-            rc = fail(L, pn ? line_of(pn) : line_of(v), keyname, "expected a mapping, got %s",
-                      pn ? node_kind(pn) : "nothing");
-            break;
+        if (saturated(L) || parse_partition(L, pn, keyname, &parts[i]) != 0) {
+            L->w->part_bad[i] = true;
+            rc = -1;
         }
-        lines[i] = line_of(pn);
-        for (yaml_node_pair_t *pr = pn->data.mapping.pairs.start;
-             pr < pn->data.mapping.pairs.top && rc == 0; pr++) {
-            const char *kname = mapping_key(L, pn, pr, keyname);
-            if (kname == NULL) {
-                rc = -1;
-                break;
-            }
-            yaml_node_t *val = yaml_document_get_node(L->doc, pr->value);
-            char full[256];
-            snprintf(full, sizeof(full), "%s.%s", keyname, kname);
-            const struct key *pk = NULL;
-            for (size_t j = 0; j < NPART; j++)
-                if (strcmp(part_keys[j].path, kname) == 0)
-                    pk = &part_keys[j];
-            if (pk == NULL) {
-                yaml_node_t *kn = yaml_document_get_node(L->doc, pr->key);
-                rc = fail(L, line_of(kn), full, "unknown key");
-                break;
-            }
-            rc = parse_value(L, val, pk, full, &parts[i]);
-        }
-        if (rc == 0 && (parts[i].name == NULL))
-            rc = fail(L, lines[i], keyname, "a partition needs a name");
-        if (rc == 0 && parts[i].nodes == NULL)
-            parts[i].nodes = strdup("ALL");
     }
-    if (rc != 0) {
-        for (size_t i = 0; i < n; i++)
-            partition_free(&parts[i]);
-        free(parts);
-        free(lines);
-        return -1;
-    }
-    (void)done;
     for (size_t i = 0; i < L->c->npartitions; i++)
         partition_free(&L->c->partitions[i]);
     free(L->c->partitions);
-    free(L->part_line);
     L->c->partitions = parts;
     L->c->npartitions = n;
-    L->part_line = lines;
-    return 0;
+    return rc;
 }
 
 static const struct key *find_top(const char *path, size_t *idx)
@@ -661,207 +764,533 @@ static const struct key *find_top(const char *path, size_t *idx)
     return NULL;
 }
 
-static int walk_map(struct loader *L, const yaml_node_t *map, const char *prefix)
+static void walk_map(struct loader *L, const struct ynode *map, const char *prefix)
 {
-    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top;
-         pr++) {
-        const char *kname = mapping_key(L, map, pr, prefix);
+    for (size_t i = 0; i < map->n && !saturated(L); i++) {
+        const char *kname = mapping_key(L, map, i, prefix);
         if (kname == NULL)
-            return -1;
-        yaml_node_t *kn = yaml_document_get_node(L->doc, pr->key);
-        yaml_node_t *val = yaml_document_get_node(L->doc, pr->value);
+            continue;
+        const struct ynode *kn = map->items[2 * i], *val = map->items[2 * i + 1];
         char path[160];
         size_t idx = 0;
-        snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", kname);
+        snprintf(path, sizeof(path), "%s%s%.100s", prefix, prefix[0] ? "." : "", kname);
         const struct key *k = find_top(path, &idx);
-        if (k == NULL)
-            return fail(L, line_of(kn), path, "unknown key");
-        if (val == NULL)
-            return fail(L, line_of(kn), path, "missing value");
-        L->top_line[idx] = line_of(kn);
+        if (k == NULL) {
+            fail(L, line_of(kn), path, "unknown key");
+            continue;
+        }
+        L->w->top_line[idx] = line_of(kn);
         int rc;
         if (k->type == K_MAP) {
-            if (val->type != YAML_MAPPING_NODE)
-                return fail(L, line_of(val), path, "expected a mapping, got %s", node_kind(val));
-            rc = walk_map(L, val, path);
+            if (val->type != YNODE_MAPPING) {
+                rc = fail(L, line_of(val), path, "expected a mapping, got %s", node_kind(val));
+            } else {
+                walk_map(L, val, path);
+                rc = 0;
+            }
         } else if (k->type == K_PARTITIONS) {
             rc = parse_partitions(L, val, k);
         } else {
             rc = parse_value(L, val, k, path, L->c);
         }
         if (rc != 0)
-            return rc;
+            L->w->top_bad[idx] = true;
     }
-    return 0;
 }
 
-static unsigned top_line(const struct loader *L, const char *path)
+/* ---- rules across keys -------------------------------------------------------------- */
+
+struct rules {
+    const struct cfg *c;
+    const struct cfg_where *w;
+    const char *name;
+    struct cfg_error *err;
+};
+
+static unsigned line_at(const struct rules *R, const char *path)
 {
     size_t idx;
-    if (find_top(path, &idx) == NULL)
+    if (R->w == NULL || find_top(path, &idx) == NULL)
         return 0;
-    return L->top_line[idx];
+    return R->w->top_line[idx];
+}
+
+static bool is_set(const struct rules *R, const char *path)
+{
+    return line_at(R, path) != 0;
+}
+
+/* Does a rule about path hold off, since the value there was refused already? */
+static bool refused(const struct rules *R, const char *path)
+{
+    size_t idx;
+    return R->w != NULL && find_top(path, &idx) != NULL && R->w->top_bad[idx];
+}
+
+static void rule_error(const struct rules *R, unsigned line, const char *key, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+
+static void rule_error(const struct rules *R, unsigned line, const char *key, const char *fmt,
+                       ...)
+{
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    add_error(R->err, R->name, line, key, why);
 }
 
 /*
- * Rules that involve more than one key, or a key and the host.
- *
- * A rule between two keys is reported at the first key when the file sets it, else at the
- * second one, which the file must then have set (the defaults satisfy every rule), so the
- * message always names a line the operator wrote.
+ * A rule between keys a and b is reported at a when the file sets a or leaves b out, else
+ * at b, which the file must then have set (the defaults keep every rule): the message
+ * always names a line the operator wrote.
  */
-static int cross_checks(struct loader *L)
+static bool report_at_first(const struct rules *R, const char *a, const char *b)
 {
-    struct cfg *c = L->c;
-    if (c->supervisor.stall_timeout_ms <= c->supervisor.heartbeat_ms) {
-        if (top_line(L, "supervisor.stall_timeout_ms") != 0 ||
-            top_line(L, "supervisor.heartbeat_ms") == 0)
-            return fail(L, top_line(L, "supervisor.stall_timeout_ms"),
-                        "supervisor.stall_timeout_ms",
-                        "%u must be greater than supervisor.heartbeat_ms (%u)",
-                        c->supervisor.stall_timeout_ms, c->supervisor.heartbeat_ms);
-        return fail(L, top_line(L, "supervisor.heartbeat_ms"), "supervisor.heartbeat_ms",
-                    "%u must be less than supervisor.stall_timeout_ms (%u)",
-                    c->supervisor.heartbeat_ms, c->supervisor.stall_timeout_ms);
+    return is_set(R, a) || !is_set(R, b);
+}
+
+static void rules_timing(const struct rules *R)
+{
+    const struct cfg *c = R->c;
+    if (!refused(R, "supervisor.stall_timeout_ms") && !refused(R, "supervisor.heartbeat_ms") &&
+        c->supervisor.stall_timeout_ms <= c->supervisor.heartbeat_ms) {
+        if (report_at_first(R, "supervisor.stall_timeout_ms", "supervisor.heartbeat_ms"))
+            rule_error(R, line_at(R, "supervisor.stall_timeout_ms"),
+                       "supervisor.stall_timeout_ms",
+                       "%u must be greater than supervisor.heartbeat_ms (%u)",
+                       c->supervisor.stall_timeout_ms, c->supervisor.heartbeat_ms);
+        else
+            rule_error(R, line_at(R, "supervisor.heartbeat_ms"), "supervisor.heartbeat_ms",
+                       "%u must be less than supervisor.stall_timeout_ms (%u)",
+                       c->supervisor.heartbeat_ms, c->supervisor.stall_timeout_ms);
     }
-    if (c->supervisor.kill_timeout_ms < c->supervisor.stall_timeout_ms) {
-        if (top_line(L, "supervisor.kill_timeout_ms") != 0 ||
-            top_line(L, "supervisor.stall_timeout_ms") == 0)
-            return fail(L, top_line(L, "supervisor.kill_timeout_ms"),
-                        "supervisor.kill_timeout_ms",
-                        "%u must not be less than supervisor.stall_timeout_ms (%u)",
-                        c->supervisor.kill_timeout_ms, c->supervisor.stall_timeout_ms);
-        return fail(L, top_line(L, "supervisor.stall_timeout_ms"), "supervisor.stall_timeout_ms",
-                    "%u must not be greater than supervisor.kill_timeout_ms (%u)",
-                    c->supervisor.stall_timeout_ms, c->supervisor.kill_timeout_ms);
+    if (!refused(R, "supervisor.kill_timeout_ms") && !refused(R, "supervisor.stall_timeout_ms") &&
+        c->supervisor.kill_timeout_ms < c->supervisor.stall_timeout_ms) {
+        if (report_at_first(R, "supervisor.kill_timeout_ms", "supervisor.stall_timeout_ms"))
+            rule_error(R, line_at(R, "supervisor.kill_timeout_ms"), "supervisor.kill_timeout_ms",
+                       "%u must not be less than supervisor.stall_timeout_ms (%u)",
+                       c->supervisor.kill_timeout_ms, c->supervisor.stall_timeout_ms);
+        else
+            rule_error(R, line_at(R, "supervisor.stall_timeout_ms"),
+                       "supervisor.stall_timeout_ms",
+                       "%u must not be greater than supervisor.kill_timeout_ms (%u)",
+                       c->supervisor.stall_timeout_ms, c->supervisor.kill_timeout_ms);
     }
-    if (c->raft.election_timeout_ms < 3 * c->raft.heartbeat_ms) {
-        if (top_line(L, "raft.election_timeout_ms") != 0 || top_line(L, "raft.heartbeat_ms") == 0)
-            return fail(L, top_line(L, "raft.election_timeout_ms"), "raft.election_timeout_ms",
-                        "%u must be at least 3 x raft.heartbeat_ms (%u)",
-                        c->raft.election_timeout_ms, c->raft.heartbeat_ms);
-        return fail(L, top_line(L, "raft.heartbeat_ms"), "raft.heartbeat_ms",
-                    "%u must be at most a third of raft.election_timeout_ms (%u)",
-                    c->raft.heartbeat_ms, c->raft.election_timeout_ms);
+    if (!refused(R, "raft.election_timeout_ms") && !refused(R, "raft.heartbeat_ms") &&
+        c->raft.election_timeout_ms < 3 * c->raft.heartbeat_ms) {
+        if (report_at_first(R, "raft.election_timeout_ms", "raft.heartbeat_ms"))
+            rule_error(R, line_at(R, "raft.election_timeout_ms"), "raft.election_timeout_ms",
+                       "%u must be at least 3 x raft.heartbeat_ms (%u)",
+                       c->raft.election_timeout_ms, c->raft.heartbeat_ms);
+        else
+            rule_error(R, line_at(R, "raft.heartbeat_ms"), "raft.heartbeat_ms",
+                       "%u must be at most a third of raft.election_timeout_ms (%u)",
+                       c->raft.heartbeat_ms, c->raft.election_timeout_ms);
     }
-    if (c->controller.node_id > c->controller.npeers)
-        return fail(L, top_line(L, "controller.node_id"), "controller.node_id",
-                    "%u is beyond the %zu entries of controller.peers", c->controller.node_id,
-                    c->controller.npeers);
-    if (c->health.enabled && c->metrics.enabled && c->health.port == c->metrics.port) {
-        if (top_line(L, "health.port") != 0 || top_line(L, "metrics.port") == 0)
-            return fail(L, top_line(L, "health.port"), "health.port",
-                        "%u is also metrics.port; the health listener needs its own port",
-                        c->health.port);
-        return fail(L, top_line(L, "metrics.port"), "metrics.port",
-                    "%u is also health.port; the metrics listener needs its own port",
-                    c->metrics.port);
+}
+
+/* An address as bytes for comparison: 16 bytes, IPv4 as ::ffff:a.b.c.d. false: a name. */
+static bool addr_bytes(const char *host, unsigned char out[16])
+{
+    struct in_addr a4;
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        memset(out, 0, 10);
+        out[10] = out[11] = 0xff;
+        memcpy(out + 12, &a4, 4);
+        return true;
     }
+    return inet_pton(AF_INET6, host, out) == 1;
+}
+
+static bool addr_is_any(const unsigned char a[16])
+{
+    static const unsigned char any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
+    return memcmp(a, any6, 16) == 0 || memcmp(a, any4, 16) == 0;
+}
+
+/*
+ * Could listeners bound to hosts a and b on one port collide? Yes when either is a
+ * wildcard ("::" takes IPv4 too, dual stack), when they are the same address, and when
+ * either is a host name, which could resolve to anything.
+ */
+static bool addrs_overlap(const char *a, const char *b)
+{
+    unsigned char x[16], y[16];
+    if (!addr_bytes(a, x) || !addr_bytes(b, y))
+        return true;
+    return addr_is_any(x) || addr_is_any(y) || memcmp(x, y, 16) == 0;
+}
+
+/* Same host, as the peers see it: the same address, or the same name in any case. */
+static bool same_host(const char *a, const char *b)
+{
+    unsigned char x[16], y[16];
+    bool ax = addr_bytes(a, x), by = addr_bytes(b, y);
+    if (ax && by)
+        return memcmp(x, y, 16) == 0;
+    return !ax && !by && strcasecmp(a, b) == 0;
+}
+
+/* This replica's listeners, in the order rules name them. */
+struct listener {
+    const char *key;   /* the key that sets the port */
+    const char *what;  /* how a message names the port */
+    char host[256];
+    uint16_t port;
+};
+
+static size_t listeners_of(const struct rules *R, struct listener *out)
+{
+    const struct cfg *c = R->c;
+    size_t n = 0;
+    char addr[64];
+    if (!refused(R, "controller.listen") &&
+        cfg_split_hostport(c->controller.listen, out[n].host, sizeof(out[n].host),
+                           &out[n].port) == 0) {
+        out[n].key = "controller.listen";
+        out[n].what = "the port of controller.listen";
+        n++;
+    }
+    if (!refused(R, "raft.listen") &&
+        cfg_split_hostport(c->raft.listen, out[n].host, sizeof(out[n].host), &out[n].port) ==
+            0) {
+        out[n].key = "raft.listen";
+        out[n].what = "the port of raft.listen";
+        n++;
+    }
+    if (c->health.enabled && !refused(R, "health.enabled") && !refused(R, "health.port") &&
+        !refused(R, "health.bind") &&
+        cfg_bind_address(c->health.bind, addr, sizeof(addr)) == 0) {
+        snprintf(out[n].host, sizeof(out[n].host), "%s", addr);
+        out[n].port = (uint16_t)c->health.port;
+        out[n].key = "health.port";
+        out[n].what = "health.port";
+        n++;
+    }
+    if (c->metrics.enabled && !refused(R, "metrics.enabled") && !refused(R, "metrics.port") &&
+        !refused(R, "metrics.bind") &&
+        cfg_bind_address(c->metrics.bind, addr, sizeof(addr)) == 0) {
+        snprintf(out[n].host, sizeof(out[n].host), "%s", addr);
+        out[n].port = (uint16_t)c->metrics.port;
+        out[n].key = "metrics.port";
+        out[n].what = "metrics.port";
+        n++;
+    }
+    return n;
+}
+
+/* Two listeners of this replica on one port and overlapping addresses cannot both bind. */
+static void rules_listeners(const struct rules *R, const struct listener *l, size_t nl)
+{
+    for (size_t i = 0; i < nl; i++)
+        for (size_t j = i + 1; j < nl; j++) {
+            if (l[i].port != l[j].port || !addrs_overlap(l[i].host, l[j].host))
+                continue;
+            const struct listener *at = &l[i], *other = &l[j];
+            if (!report_at_first(R, l[i].key, l[j].key)) {
+                at = &l[j];
+                other = &l[i];
+            }
+            rule_error(R, line_at(R, at->key), at->key,
+                       "port %u is also %s; each listener needs its own port", at->port,
+                       other->what);
+        }
+}
+
+static unsigned peer_line(const struct rules *R, size_t i)
+{
+    if (R->w != NULL && R->w->peer_line[i] != 0)
+        return R->w->peer_line[i];
+    return line_at(R, "controller.peers");
+}
+
+/* The peers list on its own: its size, and no replica listed twice under two spellings. */
+static void rules_peers(const struct rules *R)
+{
+    const struct cfg *c = R->c;
+    if (c->controller.npeers == 2)
+        rule_error(R, line_at(R, "controller.peers"), "controller.peers",
+                   "2 peers make a cluster that stops when either replica fails (a majority "
+                   "of 2 is 2); list 1, 3 or 5");
+    for (size_t j = 1; j < c->controller.npeers; j++)
+        for (size_t i = 0; i < j; i++) {
+            char hi[256], hj[256];
+            uint16_t pi, pj;
+            if (cfg_split_hostport(c->controller.peers[i], hi, sizeof(hi), &pi) != 0 ||
+                cfg_split_hostport(c->controller.peers[j], hj, sizeof(hj), &pj) != 0)
+                continue;
+            if (pi == pj && same_host(hi, hj)) {
+                char key[48];
+                snprintf(key, sizeof(key), "controller.peers[%zu]", j);
+                rule_error(R, peer_line(R, j), key,
+                           "\"%s\" is the same replica as controller.peers[%zu] (\"%s\")",
+                           c->controller.peers[j], i, c->controller.peers[i]);
+                break;
+            }
+        }
+}
+
+/*
+ * How the id comes from the host name (controller.node_id 0): *match is the index of the
+ * peer; *second, for an ambiguous name, the index of another peer it matches.
+ */
+enum derive { DERIVE_SET, DERIVE_SINGLE, DERIVE_FOUND, DERIVE_NONE, DERIVE_AMBIGUOUS };
+
+static enum derive derive_id(const struct cfg *c, const char *hostname, size_t *match,
+                             size_t *second)
+{
+    char host[256], shortname[256];
+    uint16_t port;
+
+    if (c->controller.node_id != 0) {
+        *match = c->controller.node_id - 1;
+        return DERIVE_SET;
+    }
+    if (hostname != NULL && hostname[0] != '\0') {
+        snprintf(shortname, sizeof(shortname), "%s", hostname);
+        char *dot = strchr(shortname, '.');
+        if (dot)
+            *dot = '\0';
+        /* Exact names first; only when none matches, the first DNS label. */
+        for (int pass = 0; pass < 2; pass++) {
+            size_t found = 0, first = 0;
+            for (size_t i = 0; i < c->controller.npeers; i++) {
+                if (cfg_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
+                    continue;
+                if (pass == 1) {
+                    char *hdot = strchr(host, '.');
+                    if (hdot)
+                        *hdot = '\0';
+                }
+                if (strcasecmp(host, pass == 0 ? hostname : shortname) != 0)
+                    continue;
+                if (found++ == 0) {
+                    first = i;
+                } else {
+                    *match = first;
+                    *second = i;
+                    return DERIVE_AMBIGUOUS;
+                }
+            }
+            if (found == 1) {
+                *match = first;
+                return DERIVE_FOUND;
+            }
+        }
+    }
+    if (c->controller.npeers == 1) {
+        *match = 0;
+        return DERIVE_SINGLE;
+    }
+    return DERIVE_NONE;
+}
+
+/*
+ * Rules that need this replica's own entry in controller.peers: it must be known (from
+ * controller.node_id, a single peer, or the host name), and the peers on this replica's
+ * host must not point at a port one of its other listeners holds.
+ */
+static void rules_self(const struct rules *R, const char *hostname, const struct listener *l,
+                       size_t nl)
+{
+    const struct cfg *c = R->c;
+    if (refused(R, "controller.peers") || refused(R, "controller.node_id") ||
+        c->controller.node_id > c->controller.npeers)
+        return;
+    size_t self = 0, other = 0;
+    enum derive d = derive_id(c, hostname, &self, &other);
+    const char *idkey = "controller.node_id";
+    unsigned idline = is_set(R, idkey) ? line_at(R, idkey) : line_at(R, "controller.peers");
+    if (d == DERIVE_NONE) {
+        if (hostname != NULL)
+            rule_error(R, idline, idkey,
+                       "0 takes the id from the host name, and host \"%.64s\" is none of the "
+                       "%zu controller.peers; set controller.node_id or list this host",
+                       hostname, c->controller.npeers);
+        return;
+    }
+    if (d == DERIVE_AMBIGUOUS) {
+        rule_error(R, idline, idkey,
+                   "0 takes the id from the host name, and host \"%.64s\" matches both "
+                   "controller.peers[%zu] and [%zu]; set controller.node_id",
+                   hostname, self, other);
+        return;
+    }
+    char shost[256];
+    uint16_t sport;
+    if (cfg_split_hostport(c->controller.peers[self], shost, sizeof(shost), &sport) != 0)
+        return;
+    const struct listener *raft = NULL;
+    for (size_t k = 0; k < nl; k++)
+        if (strcmp(l[k].key, "raft.listen") == 0)
+            raft = &l[k];
+    for (size_t i = 0; i < c->controller.npeers; i++) {
+        char h[256], key[48];
+        uint16_t p;
+        if (cfg_split_hostport(c->controller.peers[i], h, sizeof(h), &p) != 0 ||
+            !same_host(h, shost) || (i != self && p == sport))
+            continue; /* elsewhere, or this replica listed twice (rules_peers says so) */
+        snprintf(key, sizeof(key), "controller.peers[%zu]", i);
+        for (size_t k = 0; k < nl; k++) {
+            if (l[k].port != p)
+                continue;
+            if (i == self && &l[k] == raft)
+                continue; /* this replica's own Raft address: as it should be */
+            if (i == self && raft != NULL && raft->port == p)
+                continue; /* raft.listen shares the port with l[k]: rules_listeners says so */
+            if (i == self)
+                rule_error(R, peer_line(R, i), key,
+                           "\"%s\" is this replica (node %zu), but port %u is %s here, not "
+                           "the Raft listener's; peers would reach the wrong service",
+                           c->controller.peers[i], self + 1, p, l[k].what);
+            else
+                rule_error(R, peer_line(R, i), key,
+                           "\"%s\" is on this replica's host (like controller.peers[%zu], node "
+                           "%zu), and port %u is %s here; two replicas on one host need "
+                           "different ports",
+                           c->controller.peers[i], self, self + 1, p, l[k].what);
+            break;
+        }
+    }
+}
+
+static void rules_partitions(const struct rules *R)
+{
+    const struct cfg *c = R->c;
+    if (refused(R, "partitions"))
+        return;
     size_t ndefault = 0;
     for (size_t i = 0; i < c->npartitions; i++) {
+        const struct cfg_partition *p = &c->partitions[i];
+        if ((R->w != NULL && i < CFG_MAX_PARTITIONS && R->w->part_bad[i]) || p->name == NULL)
+            continue;
         char key[64];
         snprintf(key, sizeof(key), "partitions[%zu]", i);
-        unsigned line = L->part_line ? L->part_line[i] : 0;
-        if (c->partitions[i].is_default)
+        unsigned line =
+            R->w != NULL && i < CFG_MAX_PARTITIONS ? R->w->part_line[i] : 0;
+        if (p->is_default)
             ndefault++;
         for (size_t j = 0; j < i; j++)
-            if (strcmp(c->partitions[i].name, c->partitions[j].name) == 0)
-                return fail(L, line, key, "partition name \"%s\" is used twice",
-                            c->partitions[i].name);
-        for (const char *p = c->partitions[i].name; *p; p++)
-            if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.'))
-                return fail(L, line, key, "partition name \"%s\" may hold only letters, digits, "
-                            "'.', '-' and '_'", c->partitions[i].name);
+            if (c->partitions[j].name != NULL && strcmp(p->name, c->partitions[j].name) == 0) {
+                rule_error(R, line, key, "partition name \"%s\" is used twice", p->name);
+                break;
+            }
+        for (const char *q = p->name; *q; q++)
+            if (!(isalnum((unsigned char)*q) || *q == '_' || *q == '-' || *q == '.')) {
+                rule_error(R, line, key,
+                           "partition name \"%s\" may hold only letters, digits, '.', '-' and "
+                           "'_'",
+                           p->name);
+                break;
+            }
     }
     if (ndefault > 1)
-        return fail(L, top_line(L, "partitions"), "partitions",
-                    "%zu partitions are marked default; at most one may be", ndefault);
-    if (ndefault == 0)
-        c->partitions[0].is_default = true; /* documented: the first one is the default */
-    return 0;
+        rule_error(R, line_at(R, "partitions"), "partitions",
+                   "%zu partitions are marked default; at most one may be", ndefault);
 }
 
-static void syntax_error(const char *name, const yaml_parser_t *parser, struct cfg_error *err)
+static void check_rules(const struct cfg *c, const struct cfg_where *w, const char *hostname,
+                        struct cfg_error *err)
 {
-    snprintf(err->msg, sizeof(err->msg), "%s:%zu: (yaml): %s%s%s", name,
-             parser->problem_mark.line + 1, parser->problem ? parser->problem : "syntax error",
-             parser->context ? " " : "", parser->context ? parser->context : "");
+    struct rules R = {.c = c, .w = w, .name = c->source ? c->source : "(config)", .err = err};
+    struct listener l[4];
+    rules_timing(&R);
+    if (!refused(&R, "controller.node_id") && !refused(&R, "controller.peers") &&
+        c->controller.node_id > c->controller.npeers)
+        rule_error(&R, line_at(&R, "controller.node_id"), "controller.node_id",
+                   "%u is beyond the %zu entries of controller.peers", c->controller.node_id,
+                   c->controller.npeers);
+    size_t nl = listeners_of(&R, l);
+    rules_listeners(&R, l, nl);
+    if (!refused(&R, "controller.peers")) {
+        rules_peers(&R);
+        rules_self(&R, hostname, l, nl);
+    }
+    rules_partitions(&R);
 }
 
-int cfg_load_buffer(const char *name, const char *buf, size_t len, struct cfg *c,
-                    struct cfg_error *err)
+int cfg_validate(const struct cfg *c, const char *hostname, struct cfg_error *err)
 {
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    struct loader L;
-    int rc = 0;
+    size_t before = err->count;
+    bool more_before = err->more;
+    check_rules(c, c->where, hostname, err);
+    return err->count > before || err->more != more_before ? -1 : 0;
+}
 
+/* ---- loading ------------------------------------------------------------------------ */
+
+static int load_buffer(const char *name, const char *buf, size_t len, const char *hostname,
+                       struct cfg *c, struct cfg_error *err)
+{
+    struct ytree tree;
+    struct ytree_error yerr;
+    static const struct ytree_limits limits = {.max_depth = CFG_MAX_DEPTH,
+                                               .max_nodes = CFG_MAX_NODES};
+
+    memset(err, 0, sizeof(*err));
     if (cfg_defaults(c) != 0) {
-        snprintf(err->msg, sizeof(err->msg), "%s: out of memory", name);
+        add_error(err, name, 0, NULL, "out of memory");
         cfg_free(c);
         return -1;
     }
     free(c->source);
     c->source = strdup(name);
-    memset(&L, 0, sizeof(L));
-    L.name = name;
-    L.c = c;
-    L.err = err;
-    L.doc = &doc;
-
+    c->where = calloc(1, sizeof(*c->where));
+    if (c->source == NULL || c->where == NULL) {
+        add_error(err, name, 0, NULL, "out of memory");
+        cfg_free(c);
+        return -1;
+    }
     if (len > CFG_MAX_FILE_BYTES) {
-        snprintf(err->msg, sizeof(err->msg), "%s: file is larger than %u bytes", name,
-                 CFG_MAX_FILE_BYTES);
+        /* Line 1: the file as a whole is at fault, and the message keeps its form. */
+        add_errorf(err, name, 1, "(file)", "file is larger than %u bytes (1 MiB)",
+                   CFG_MAX_FILE_BYTES);
         cfg_free(c);
         return -1;
     }
-    if (!yaml_parser_initialize(&parser)) {
-        snprintf(err->msg, sizeof(err->msg), "%s: cannot initialise the YAML parser", name);
+    /* A structure error (syntax, a cap, a second document) leaves no tree to walk. */
+    if (ytree_load(buf, len, &limits, &tree, &yerr) != 0) {
+        add_error(err, name, yerr.line, yerr.key, yerr.reason);
         cfg_free(c);
         return -1;
     }
-    yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        syntax_error(name, &parser, err);
-        yaml_parser_delete(&parser);
-        cfg_free(c);
-        return -1;
-    }
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root == NULL) {
-        /* An empty file: every key takes its default. */
-    } else if (root->type == YAML_SCALAR_NODE && is_null_scalar(root)) {
-        /* "---" with nothing under it: the same. */
-    } else if (root->type != YAML_MAPPING_NODE) {
-        rc = fail(&L, line_of(root), "(top level)", "expected a mapping of keys, got %s",
-                  node_kind(root));
+    struct loader L = {.name = name, .c = c, .err = err, .w = c->where};
+    const struct ynode *root = tree.root;
+    if (root == NULL || (root->type == YNODE_SCALAR && is_null_scalar(root))) {
+        /* An empty file, or "---" with nothing under it: every key takes its default. */
+    } else if (root->type != YNODE_MAPPING) {
+        fail(&L, line_of(root), "(top level)", "expected a mapping of keys, got %s",
+             node_kind(root));
     } else {
-        rc = walk_map(&L, root, "");
+        walk_map(&L, root, "");
     }
-    /*
-     * A second document in one file is a mistake worth naming, not ignoring; so is a
-     * syntax error after the first document, which the first load never reached.
-     */
-    if (rc == 0 && root != NULL) {
-        yaml_document_t doc2;
-        if (!yaml_parser_load(&parser, &doc2)) {
-            rc = -1;
-            syntax_error(name, &parser, err);
-        } else {
-            if (yaml_document_get_root_node(&doc2) != NULL)
-                rc = fail(&L, (unsigned)doc2.start_mark.line + 1, "(file)",
-                          "holds more than one YAML document");
-            yaml_document_delete(&doc2);
-        }
-    }
-    if (rc == 0)
-        rc = cross_checks(&L);
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
-    free(L.part_line);
-    if (rc != 0)
+    ytree_free(&tree);
+    if (!err->more)
+        check_rules(c, c->where, hostname, err);
+    if (err->count > 0) {
         cfg_free(c);
-    return rc;
+        return -1;
+    }
+    size_t ndefault = 0;
+    for (size_t i = 0; i < c->npartitions; i++)
+        ndefault += c->partitions[i].is_default;
+    if (ndefault == 0)
+        c->partitions[0].is_default = true; /* documented: the first one is the default */
+    return 0;
+}
+
+int cfg_load_buffer(const char *name, const char *buf, size_t len, struct cfg *c,
+                    struct cfg_error *err)
+{
+    return load_buffer(name, buf, len, NULL, c, err);
+}
+
+int cfg_load_buffer_host(const char *name, const char *buf, size_t len, const char *hostname,
+                         struct cfg *c, struct cfg_error *err)
+{
+    return load_buffer(name, buf, len, hostname, c, err);
 }
 
 /* SPUR_CONFIG when it names a file; set but empty counts as unset. */
@@ -877,45 +1306,64 @@ const char *cfg_default_path(void)
     return env != NULL ? env : SPUR_DEFAULT_CONFIG;
 }
 
-int cfg_load(const char *path, struct cfg *c, struct cfg_error *err)
+/* A file-level error, before any line could be read. */
+static int file_error(struct cfg_error *err, const char *path, unsigned line, const char *fmt,
+                      ...) __attribute__((format(printf, 4, 5)));
+
+static int file_error(struct cfg_error *err, const char *path, unsigned line, const char *fmt,
+                      ...)
+{
+    char why[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    memset(err, 0, sizeof(*err));
+    add_error(err, path, line, line > 0 ? "(file)" : NULL, why);
+    return -1;
+}
+
+int cfg_load_host(const char *path, const char *hostname, struct cfg *c, struct cfg_error *err)
 {
     int explicit_path = path != NULL;
     const char *p = explicit_path ? path : cfg_default_path();
     FILE *f = fopen(p, "rb");
     if (f == NULL) {
         if (errno == ENOENT && !explicit_path && config_from_env() == NULL) {
+            memset(err, 0, sizeof(*err));
             if (cfg_defaults(c) != 0) {
-                snprintf(err->msg, sizeof(err->msg), "(embedded defaults): out of memory");
+                add_error(err, "(embedded defaults)", 0, NULL, "out of memory");
+                cfg_free(c);
+                return -1;
+            }
+            /* The defaults keep every rule but the host's; those hold too (one peer). */
+            if (cfg_validate(c, hostname, err) != 0) {
                 cfg_free(c);
                 return -1;
             }
             return 0;
         }
-        snprintf(err->msg, sizeof(err->msg), "%s: cannot open: %s", p, strerror(errno));
-        return -1;
+        return file_error(err, p, 0, "cannot open: %s", strerror(errno));
     }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     if (buf == NULL) {
         fclose(f);
-        snprintf(err->msg, sizeof(err->msg), "%s: out of memory", p);
-        return -1;
+        return file_error(err, p, 0, "out of memory");
     }
     for (;;) {
         if (len == cap) {
             if (cap > CFG_MAX_FILE_BYTES) {
                 free(buf);
                 fclose(f);
-                snprintf(err->msg, sizeof(err->msg), "%s: file is larger than %u bytes", p,
-                         CFG_MAX_FILE_BYTES);
-                return -1;
+                return file_error(err, p, 1, "file is larger than %u bytes (1 MiB)",
+                                  CFG_MAX_FILE_BYTES);
             }
             char *nb = realloc(buf, cap * 2);
             if (nb == NULL) {
                 free(buf);
                 fclose(f);
-                snprintf(err->msg, sizeof(err->msg), "%s: out of memory", p);
-                return -1;
+                return file_error(err, p, 0, "out of memory");
             }
             buf = nb;
             cap *= 2;
@@ -929,13 +1377,17 @@ int cfg_load(const char *path, struct cfg *c, struct cfg_error *err)
         int e = errno;
         free(buf);
         fclose(f);
-        snprintf(err->msg, sizeof(err->msg), "%s: cannot read: %s", p, strerror(e));
-        return -1;
+        return file_error(err, p, 0, "cannot read: %s", strerror(e));
     }
     fclose(f);
-    int rc = cfg_load_buffer(p, buf, len, c, err);
+    int rc = load_buffer(p, buf, len, hostname, c, err);
     free(buf);
     return rc;
+}
+
+int cfg_load(const char *path, struct cfg *c, struct cfg_error *err)
+{
+    return cfg_load_host(path, NULL, c, err);
 }
 
 /* ---- printing ----------------------------------------------------------------------- */
@@ -1046,9 +1498,9 @@ void cfg_print(FILE *out, const struct cfg *c)
     print_str(out, c->raft.listen);
     fprintf(out,
             "\n  heartbeat_ms: %u\n  election_timeout_ms: %u\n  snapshot_entries: %u\n"
-            "  fsync: %s\n",
+            "  max_uncommitted_bytes: %u\n  fsync: %s\n",
             c->raft.heartbeat_ms, c->raft.election_timeout_ms, c->raft.snapshot_entries,
-            B(c->raft.fsync));
+            c->raft.max_uncommitted_bytes, B(c->raft.fsync));
     fprintf(out, "health:\n  enabled: %s\n  bind: ", B(c->health.enabled));
     print_str(out, c->health.bind);
     fprintf(out, "\n  port: %u\n  max_connections: %u\n  idle_timeout_ms: %u\n", c->health.port,
@@ -1085,34 +1537,15 @@ void cfg_print(FILE *out, const struct cfg *c)
 
 uint32_t cfg_node_id(const struct cfg *c, const char *hostname)
 {
-    char host[256];
-    char shortname[256];
-    uint16_t port;
-
-    if (c->controller.node_id != 0)
-        return c->controller.node_id;
-    if (hostname != NULL && hostname[0] != '\0') {
-        snprintf(shortname, sizeof(shortname), "%s", hostname);
-        char *dot = strchr(shortname, '.');
-        if (dot)
-            *dot = '\0';
-        for (size_t i = 0; i < c->controller.npeers; i++) {
-            if (cfg_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
-                continue;
-            if (strcasecmp(host, hostname) == 0)
-                return (uint32_t)i + 1;
-        }
-        for (size_t i = 0; i < c->controller.npeers; i++) {
-            if (cfg_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
-                continue;
-            char *hdot = strchr(host, '.');
-            if (hdot)
-                *hdot = '\0';
-            if (strcasecmp(host, shortname) == 0)
-                return (uint32_t)i + 1;
-        }
+    size_t match = 0, second = 0;
+    switch (derive_id(c, hostname, &match, &second)) {
+    case DERIVE_SET:
+    case DERIVE_SINGLE:
+    case DERIVE_FOUND:
+        return (uint32_t)match + 1;
+    case DERIVE_NONE:
+    case DERIVE_AMBIGUOUS:
+        break;
     }
-    if (c->controller.npeers == 1)
-        return 1;
     return 0;
 }

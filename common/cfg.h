@@ -9,8 +9,17 @@
  *     embedded defaults apply, one replica on loopback. A path given with -f must exist.
  *   - Keys the file leaves out take the embedded defaults; cfg_print() writes the effective
  *     configuration back as YAML that cfg_load() accepts (spurctld --check-config).
- *   - Cross-key rules (stall before kill, election slower than heartbeat, one default
- *     partition...) are checked after loading, naming the line of the key at fault.
+ *   - Every error is reported, not only the first: the loader records one, goes on where
+ *     it safely can (other keys, list entries, partitions) and reports up to
+ *     CFG_MAX_ERRORS. Errors of the file's structure stop it at once: a YAML syntax error,
+ *     nesting deeper than CFG_MAX_DEPTH, more than CFG_MAX_NODES nodes, a second
+ *     document, or a file over CFG_MAX_FILE_BYTES (reported at line 1, key "(file)").
+ *     Loading costs time linear in the file's size.
+ *   - Rules between keys (stall before kill, election slower than heartbeat, one default
+ *     partition, listeners on distinct ports, peers...) and the rules that need the host
+ *     name (which peer is this replica) live in one function, cfg_validate(); the load
+ *     runs it, so --check-config and start-up apply the very same rules. Each names the
+ *     line of the key at fault.
  *
  * Ownership: struct cfg owns every string and array in it; cfg_free() releases them. The
  * loader does no I/O beyond reading the one file, so tests and the fuzzer call
@@ -25,12 +34,25 @@
 #include <stdio.h>
 
 #define CFG_ERR_MAX 512
+#define CFG_MAX_ERRORS 16
 #define CFG_MAX_FILE_BYTES (1u << 20)
+#define CFG_MAX_DEPTH 32      /* lists and mappings nested; the schema needs 3 */
+#define CFG_MAX_NODES 20000   /* keys, values, lists, mappings, aliases; a full file < 2000 */
 #define CFG_MAX_PEERS 9
+#define CFG_MAX_PARTITIONS 64
 
+/*
+ * Every error found, in the order found (the file's order, then the rules between keys).
+ * Zero it before cfg_validate() on a configuration of your own; the loaders do.
+ */
 struct cfg_error {
-    char msg[CFG_ERR_MAX]; /* "FILE:LINE: key: reason" */
+    char msg[CFG_ERR_MAX];   /* the first error: "FILE:LINE: key: reason" */
+    size_t count;            /* errors in list[] */
+    bool more;               /* more errors than CFG_MAX_ERRORS: the rest were not looked for */
+    char list[CFG_MAX_ERRORS][CFG_ERR_MAX];
 };
+
+struct cfg_where; /* lines of the keys, for messages; private to cfg.c */
 
 struct cfg_partition {
     char *name;
@@ -63,6 +85,7 @@ struct cfg {
         uint32_t heartbeat_ms;
         uint32_t election_timeout_ms;
         uint32_t snapshot_entries;
+        uint32_t max_uncommitted_bytes; /* leader: proposed, uncommitted bytes; BUSY beyond */
         bool fsync;
     } raft;
     struct {
@@ -92,6 +115,7 @@ struct cfg {
     } log;
     struct cfg_partition *partitions;
     size_t npartitions;
+    struct cfg_where *where; /* where each key came from; NULL for the embedded defaults */
 };
 
 /* Fill *c with the embedded defaults (one replica on loopback). */
@@ -101,12 +125,48 @@ void cfg_free(struct cfg *c);
 /*
  * Load a file. path NULL: the default path (SPUR_CONFIG, else the build's sysconfdir
  * spur/spur.yaml), falling back to the embedded defaults when that file does not exist.
- * Returns 0, or -1 with err->msg set.
+ * Returns 0, or -1 with every error in *err (err->msg the first) and *c empty.
+ * A file that cannot be opened or read has no line: "FILE: (file): cannot open: why".
  */
 int cfg_load(const char *path, struct cfg *c, struct cfg_error *err);
+/*
+ * cfg_load() plus the rules that need this host's name (see cfg_validate()): what the
+ * controller's programs call, so that a configuration they accept is one they can run.
+ * On success cfg_node_id(c, hostname) is not 0.
+ */
+int cfg_load_host(const char *path, const char *hostname, struct cfg *c,
+                  struct cfg_error *err);
 /* Parse YAML held in memory; name is used in messages. Returns 0 or -1. */
 int cfg_load_buffer(const char *name, const char *buf, size_t len, struct cfg *c,
                     struct cfg_error *err);
+int cfg_load_buffer_host(const char *name, const char *buf, size_t len, const char *hostname,
+                         struct cfg *c, struct cfg_error *err);
+
+/*
+ * Every rule between keys, in one place, pure (no I/O): appends each broken rule to err
+ * ("FILE:LINE: key: reason", the line from c->where when c was loaded from a file) and
+ * returns -1 when it added any, else 0. The rules:
+ *   - supervisor.stall_timeout_ms > supervisor.heartbeat_ms, kill_timeout_ms >=
+ *     stall_timeout_ms; raft.election_timeout_ms >= 3 x raft.heartbeat_ms;
+ *   - controller.node_id <= the number of controller.peers;
+ *   - this replica's listeners (controller.listen, raft.listen, and health.port and
+ *     metrics.port when enabled) have distinct ports where their addresses could overlap;
+ *   - controller.peers: not exactly 2 entries; no replica twice, however spelt (names in
+ *     any case, IP addresses by value);
+ *   - this replica's entry in controller.peers is known: controller.node_id, a single
+ *     peer, or exactly one peer matching hostname (hostname NULL skips only this rule);
+ *     and no peer on this replica's host names a port that one of its other listeners
+ *     holds;
+ *   - partition names unique and of letters, digits, '.', '-', '_'; at most one default.
+ */
+int cfg_validate(const struct cfg *c, const char *hostname, struct cfg_error *err);
+/* Every error of err, one per line, each after prefix (spurctld --check-config). */
+void cfg_print_errors(FILE *out, const char *prefix, const struct cfg_error *err);
+/*
+ * Every error of err as a logfmt line (msg="configuration error"), then the one line that
+ * explains the exit (msg="invalid configuration; exiting 78", the first error again).
+ */
+void cfg_log_errors(const char *comp, const struct cfg_error *err);
 /* The path cfg_load(NULL, ...) reads. */
 const char *cfg_default_path(void);
 
@@ -125,9 +185,10 @@ int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port
 int cfg_bind_address(const char *bind, char *addr, size_t addrlen);
 /*
  * This replica's node id: controller.node_id when set, else 1 + the index of the peer
- * whose host is hostname (exact, or the first DNS label equal to the short hostname, as
- * StatefulSet pods are named), else 1 when there is exactly one peer. Returns 0 when
- * nothing matches.
+ * whose host is hostname (exact, or, when no host is, the first DNS label equal to the
+ * short hostname, as StatefulSet pods are named), else 1 when there is exactly one peer.
+ * Returns 0 when nothing matches, or when two peers match at the same step (the id
+ * would be a guess; cfg_validate() says which).
  */
 uint32_t cfg_node_id(const struct cfg *c, const char *hostname);
 

@@ -12,7 +12,7 @@
  *   4. STARTING frames while the state is recovered (from a helper thread, so a long
  *      replay is never mistaken for a stall), then the event loop; RUNNING once loaded.
  * Failures before RUNNING exit with a code from 64-78; the supervisor passes on those
- * where a restart cannot help (64, 65, 66, 73, 77, 78) and turns the rest into 70.
+ * where a restart cannot help (64, 65, 73, 78) and turns the rest into 70.
  */
 #include "cfg.h"
 #include "log.h"
@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     long sup_pid = 0;
     int c;
     struct worker w;
-    char why[512];
+    char why[1024]; /* a storage refusal names a path, the reason and what to do */
 
     memset(&w, 0, sizeof(w));
     log_setup(LOG_INFO, "spurctld-raftd");
@@ -235,11 +235,17 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
-    /* 3: configuration and state. */
-    struct cfg_error err;
-    if (cfg_load(config_path, &w.cfg, &err) != 0) {
-        log_event(LOG_ERROR, "raftd", "invalid configuration; exiting 78", "error=\"%s\"",
-                  err.msg);
+    /*
+     * 3: configuration and state. cfg_load_host() applies every rule, those that need the
+     * host name included (the same call spurctld --check-config makes), so a file it
+     * accepts has a node id for this host.
+     */
+    static struct cfg_error err; /* every error, each a full line: off the stack */
+    char host[256] = "";
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        host[0] = '\0';
+    if (cfg_load_host(config_path, host, &w.cfg, &err) != 0) {
+        cfg_log_errors("raftd", &err);
         return EXIT_CONFIG;
     }
     log_setup((enum log_level)log_level_parse(w.cfg.log.level), "spurctld-raftd");
@@ -247,17 +253,7 @@ int main(int argc, char **argv)
         free(w.cfg.controller.state_dir);
         w.cfg.controller.state_dir = strdup(state_dir);
     }
-    char host[256] = "";
-    gethostname(host, sizeof(host) - 1);
     w.node_id = cfg_node_id(&w.cfg, host);
-    if (w.node_id == 0) {
-        log_event(LOG_ERROR, "raftd",
-                  "cannot tell this replica's node id: set controller.node_id or list this host "
-                  "in controller.peers; exiting 78",
-                  "hostname=\"%s\"", host);
-        cfg_free(&w.cfg);
-        return EXIT_CONFIG;
-    }
 
     w.base = event_base_new();
     if (w.base == NULL) {

@@ -71,7 +71,9 @@ enum http_result http_parse_request(const char *buf, size_t len, size_t max_head
     size_t avail = len - skip;
     size_t hlen = header_end(start, avail > max_header ? max_header : avail);
     if (hlen == 0) {
-        if (avail >= max_header)
+        /* The whole buffer counts, skipped empty lines included: a caller whose buffer is
+         * max_header bytes long and full could otherwise wait for an end that cannot fit. */
+        if (avail >= max_header || len >= max_header)
             return HTTP_TOO_LARGE;
         return HTTP_NEED_MORE;
     }
@@ -226,4 +228,80 @@ size_t http_format_response(char *out, size_t cap, int code, const char *body, b
     if (n < 0 || (size_t)n >= cap)
         return 0;
     return (size_t)n;
+}
+
+/* One response into out[*produced..cap); false when it did not fit (never a cut one). */
+static bool put_response(char *out, size_t cap, struct http_serve_result *res, int code,
+                         const char *body, bool head, bool keep_alive, bool allow)
+{
+    size_t n = http_format_response(out + res->produced, cap - res->produced, code, body, head,
+                                    keep_alive, allow);
+    if (n == 0)
+        return false;
+    res->produced += n;
+    res->answered++;
+    return true;
+}
+
+void http_serve(const char *in, size_t in_len, size_t max_header, char *out, size_t out_cap,
+                http_probe_fn probe, void *arg, struct http_serve_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    while (res->consumed < in_len) {
+        if (out_cap - res->produced < HTTP_RESPONSE_MAX)
+            return; /* the caller sends what is there, then calls again */
+        struct http_request req;
+        enum http_result pr =
+            http_parse_request(in + res->consumed, in_len - res->consumed, max_header, &req);
+        const char *err_body = NULL;
+        int err_code = 0;
+        switch (pr) {
+        case HTTP_NEED_MORE:
+            res->partial = true;
+            return;
+        case HTTP_TOO_LARGE:
+            err_code = 431;
+            err_body = "header too large\n";
+            break;
+        case HTTP_VERSION:
+            err_code = 505;
+            err_body = "http version not supported\n";
+            break;
+        case HTTP_BAD:
+            err_code = 400;
+            err_body = "bad request\n";
+            break;
+        case HTTP_REQUEST:
+            break;
+        }
+        if (err_code != 0) {
+            /* Where the bad request ends is unknown: answer it and end the connection. */
+            put_response(out, out_cap, res, err_code, err_body, false, false, false);
+            res->close = true;
+            return;
+        }
+        res->consumed += req.consumed;
+        enum http_route route = http_route_of(&req);
+        bool head = req.method == HTTP_HEAD;
+        bool ok;
+        if (route == ROUTE_NOT_FOUND) {
+            ok = put_response(out, out_cap, res, 404, "not found\n", head, req.keep_alive, false);
+        } else if (req.method == HTTP_OTHER) {
+            ok = put_response(out, out_cap, res, 405, "method not allowed\n", false,
+                              req.keep_alive, true);
+        } else {
+            int code = 503;
+            const char *word = "dead";
+            char body[24];
+            probe(arg, route, &code, &word);
+            snprintf(body, sizeof(body), "%.20s\n", word);
+            ok = put_response(out, out_cap, res, code, body, head, req.keep_alive, false);
+        }
+        if (!ok || !req.keep_alive) {
+            /* !ok cannot happen (HTTP_RESPONSE_MAX covers every response): close rather
+             * than answer the next request out of turn. */
+            res->close = true;
+            return;
+        }
+    }
 }

@@ -10,6 +10,12 @@
  * Connection: close / keep-alive, CRLF or bare LF line ends, leading empty lines.
  * A request announcing a body (Content-Length > 0 or Transfer-Encoding) is answered and
  * the connection then closed, since probes never send one and we do not read bodies.
+ *
+ * Pipelining (RFC 9112 section 9.3): a client may send many requests before reading any
+ * answer. http_serve() answers every complete request at the front of the buffer, in
+ * order, until the output has no room for one more response; the caller sends what it
+ * produced and calls it again with the rest. It never answers past a request that ends the
+ * connection (an error, Connection: close, a body), so nothing after it is answered.
  */
 #ifndef SPUR_HTTP_H
 #define SPUR_HTTP_H
@@ -51,5 +57,32 @@ enum http_route http_route_of(const struct http_request *req);
  */
 size_t http_format_response(char *out, size_t cap, int code, const char *body, bool head,
                             bool keep_alive, bool allow_header);
+
+/* Room one response of this module needs at most (the longest status line, every header,
+ * the longest body); http_serve() answers only while this much is left. */
+#define HTTP_RESPONSE_MAX 256
+
+/* The probe answer for a route: status code and a word without its newline ("ok"). */
+typedef void (*http_probe_fn)(void *arg, enum http_route route, int *code, const char **word);
+
+struct http_serve_result {
+    size_t consumed;   /* bytes at the front of in that were answered: drop them */
+    size_t produced;   /* bytes of responses written to out */
+    unsigned answered; /* responses written */
+    bool close;        /* the connection ends after out is sent; the rest of in is void */
+    bool partial;      /* in, after consumed, holds the start of an incomplete request */
+};
+
+/*
+ * Answer the complete requests at the front of in (in_len bytes; max_header is the header
+ * limit, see http_parse_request) into out (out_cap bytes free), in order. Stops at the
+ * first incomplete request (partial), when out has less than HTTP_RESPONSE_MAX left (then
+ * neither partial nor close is set and in still holds requests to answer), or after a
+ * response that closes the connection: 400, 431 and 505 for what cannot be parsed, or a
+ * request that asks for the close. probe gives the answer of the probe routes; it is
+ * called once per probe request, in request order. Pure: no I/O, no allocation.
+ */
+void http_serve(const char *in, size_t in_len, size_t max_header, char *out, size_t out_cap,
+                http_probe_fn probe, void *arg, struct http_serve_result *res);
 
 #endif

@@ -2,8 +2,13 @@
  * main.c - spurctld: command line, configuration, then the supervisor loop (sup.c).
  *
  * Exit codes follow DESIGN.md section 4: 64 for a bad command line, 78 for a bad
- * configuration (the message names FILE:LINE: key), 71 when the worker program cannot be
- * found; every other code comes from sup_run().
+ * configuration (every error named as FILE:LINE: key: reason), 71 when the worker program
+ * cannot be found; every other code comes from sup_run().
+ *
+ * The configuration is loaded with this host's name (cfg_load_host), the same way the
+ * worker loads it, so --check-config refuses exactly what start-up would refuse, and a
+ * start with such a file stops here, before anything is forked. --hostname makes
+ * --check-config judge the file as the replica on another host would.
  */
 #include "cfg.h"
 #include "log.h"
@@ -34,7 +39,10 @@ static void usage(FILE *out)
             "      --worker PATH     worker program (default: next to spurctld in a build\n"
             "                        tree, else %s/spurctld-raftd)\n"
             "      --check-config    validate the configuration, print the effective\n"
-            "                        values and exit (0 valid, 78 invalid)\n"
+            "                        values and exit (0 valid, 78 invalid, every error\n"
+            "                        named as FILE:LINE: key: reason)\n"
+            "      --hostname NAME   with --check-config: judge the file as the replica\n"
+            "                        on host NAME would (default: this host's name)\n"
             "  -V, --version         print the version and exit\n"
             "  -h, --help            print this help and exit\n"
             "\n"
@@ -86,11 +94,12 @@ int main(int argc, char **argv)
         {"state-dir", required_argument, NULL, 'S'},
         {"worker", required_argument, NULL, 'W'},
         {"check-config", no_argument, NULL, 'C'},
+        {"hostname", required_argument, NULL, 'H'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *config_path = NULL, *state_dir = NULL, *worker = NULL;
+    const char *config_path = NULL, *state_dir = NULL, *worker = NULL, *hostname = NULL;
     int check_only = 0;
     int c;
 
@@ -109,6 +118,9 @@ int main(int argc, char **argv)
             break;
         case 'C':
             check_only = 1;
+            break;
+        case 'H':
+            hostname = optarg;
             break;
         case 'V':
             printf("spurctld %s\n", SPUR_VERSION);
@@ -136,14 +148,26 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
 
+    if (hostname != NULL && (!check_only || hostname[0] == '\0')) {
+        fprintf(stderr, "spurctld: --hostname %s\n",
+                check_only ? "needs a name" : "only goes with --check-config");
+        return EXIT_USAGE;
+    }
+    char host[256] = "";
+    if (hostname == NULL) {
+        if (gethostname(host, sizeof(host) - 1) != 0)
+            host[0] = '\0'; /* no name: only an explicit node_id or one peer will do */
+        hostname = host;
+    }
+
+    /* The error list is large (every error, each a full line): keep it off the stack. */
+    static struct cfg_error err;
     struct cfg cfg;
-    struct cfg_error err;
-    if (cfg_load(config_path, &cfg, &err) != 0) {
+    if (cfg_load_host(config_path, hostname, &cfg, &err) != 0) {
         if (check_only)
-            fprintf(stderr, "spurctld: invalid configuration: %s\n", err.msg);
+            cfg_print_errors(stderr, "spurctld: invalid configuration: ", &err);
         else
-            log_event(LOG_ERROR, "cfg", "invalid configuration; exiting 78", "error=\"%s\"",
-                      err.msg);
+            cfg_log_errors("cfg", &err);
         return EXIT_CONFIG;
     }
     if (state_dir != NULL) {

@@ -5,6 +5,18 @@
  * sockets. Connections live in a doubly linked list ordered by last activity, oldest
  * first, which gives both the victim when the cap is reached and a cheap sweep for
  * timeouts (a sweep runs at most every SWEEP_MS and on every wakeup after it is due).
+ *
+ * A connection moves through conn_progress() on every event: answer the complete requests
+ * buffered (http_serve, in order, pipelined ones included), send the answers, and repeat
+ * while the answers go out and complete requests remain. Then it waits for exactly one
+ * thing, so that level-triggered epoll never wakes it for nothing:
+ *   - answers not yet sent (the client is slow to read): only for writability. It does
+ *     not read meanwhile, so a client that sends and never reads holds at most IN_MAX
+ *     bytes here (plus the kernel's socket buffers), and the idle timeout ends it;
+ *   - otherwise: for input. A partial request then runs the header timeout (408), and
+ *     an empty buffer the idle timeout.
+ * Each wakeup reads at most IN_MAX bytes from a connection, so one client streaming
+ * pipelined requests cannot keep the loop from the others.
  */
 #include "responder.h"
 
@@ -30,20 +42,23 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define IN_MAX 2048  /* request header limit; above it: 431 */
-#define OUT_MAX 1024 /* pending response bytes per connection */
+#define IN_MAX 2048  /* request header limit (above it: 431), and the input buffered */
+#define OUT_MAX 1024 /* pending response bytes per connection: several answers */
 #define SWEEP_MS 100
+
+_Static_assert(OUT_MAX >= HTTP_RESPONSE_MAX, "room for at least one response");
 
 struct conn {
     int fd;
     struct conn *prev, *next; /* activity list, oldest at head */
     uint64_t last_active_ms;
-    uint64_t request_start_ms; /* first byte of the request being read; 0 when none */
+    uint64_t request_start_ms; /* when the partial request now buffered started; 0: none */
+    uint32_t events;           /* what epoll watches for now */
     size_t in_len;
     size_t out_len;
     size_t out_off;
     bool close_after_write;
-    bool peer_closed; /* read EOF: wait only for writability from now on */
+    bool peer_closed; /* read EOF: answer what is complete, send, close */
     char in[IN_MAX];
     char out[OUT_MAX];
 };
@@ -52,6 +67,7 @@ struct responder {
     const struct responder_config *rc;
     int ep;
     struct conn *head, *tail;
+    struct conn *closed; /* closed during this batch of events, freed after it */
     uint32_t nconns;
     uint64_t next_sweep_ms;
     bool worker_gone; /* the pidfd became readable: the worker has exited */
@@ -93,12 +109,28 @@ static void touch(struct responder *r, struct conn *c, uint64_t now)
     }
 }
 
+/*
+ * Close now, free later: the batch of events being handled may still name c (accepting a
+ * connection can close the oldest one, whose event comes later in the same batch), so c
+ * goes to the closed list, which the loop frees after the batch; its fd is -1 meanwhile.
+ */
 static void conn_close(struct responder *r, struct conn *c)
 {
     list_unlink(r, c);
     close(c->fd); /* also removes it from the epoll set */
-    free(c);
+    c->fd = -1;
+    c->next = r->closed;
+    r->closed = c;
     r->nconns--;
+}
+
+static void free_closed(struct responder *r)
+{
+    while (r->closed) {
+        struct conn *c = r->closed;
+        r->closed = c->next;
+        free(c);
+    }
 }
 
 /* Is the worker gone? Poll the pidfd without waiting; cheap enough for every request. */
@@ -114,135 +146,112 @@ static bool worker_exited(struct responder *r)
     return r->worker_gone;
 }
 
-static void answer(struct responder *r, int route, struct health_answer *out)
+/* http_probe_fn: the answer of a probe route, read fresh for every request. */
+static void probe_answer(void *arg, enum http_route route, int *code, const char **word)
 {
+    struct responder *r = arg;
     struct health_inputs in;
     struct health_answer hz, rz;
     health_shm_read(r->rc->shm, &in);
     if (worker_exited(r))
         in.worker_state = WORKER_DEAD;
     health_eval(&in, mono_ns(), &hz, &rz);
-    *out = route == ROUTE_READYZ ? rz : hz;
+    const struct health_answer *a = route == ROUTE_READYZ ? &rz : &hz;
+    *code = a->code;
+    *word = a->word; /* a static string of health.c */
 }
 
-/* Try to send what is pending. Returns -1 when the connection must be closed. */
-static int flush_out(struct responder *r, struct conn *c)
+/* Send what is pending. Returns 1 when all is sent, 0 when the socket is full, -1 on error. */
+static int send_pending(struct conn *c)
 {
     while (c->out_off < c->out_len) {
         ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                uint32_t want = c->peer_closed ? EPOLLOUT : (EPOLLIN | EPOLLOUT | EPOLLRDHUP);
-                struct epoll_event ev = {.events = want, .data.ptr = c};
-                epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
-            }
             return -1;
         }
         c->out_off += (size_t)w;
     }
     c->out_off = c->out_len = 0;
-    if (c->close_after_write)
+    return 1;
+}
+
+/* Make epoll watch for what the connection waits for; see the header comment. */
+static int watch(struct responder *r, struct conn *c, uint32_t want)
+{
+    if (c->events == want)
+        return 0;
+    struct epoll_event ev = {.events = want, .data.ptr = c};
+    if (epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
         return -1;
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
-    epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->events = want;
     return 0;
 }
 
-static void queue_response(struct conn *c, int code, const char *body, bool head, bool keep,
-                           bool allow)
-{
-    size_t n = http_format_response(c->out + c->out_len, OUT_MAX - c->out_len, code, body, head,
-                                    keep, allow);
-    c->out_len += n;
-    if (!keep)
-        c->close_after_write = true;
-}
-
 /*
- * Parse and answer every complete request buffered on c, while there is room for the
- * answers. Returns -1 to close.
+ * Answer, send, repeat while that makes progress; then choose what to wait for.
+ * Returns -1 when the connection is to be closed now.
  */
-static int serve_buffered(struct responder *r, struct conn *c, uint64_t now)
+static int conn_progress(struct responder *r, struct conn *c, uint64_t now)
 {
-    while (c->in_len > 0 && !c->close_after_write) {
-        if (OUT_MAX - c->out_len < 384)
-            break; /* let the client read what it has first */
-        struct http_request req;
-        enum http_result res = http_parse_request(c->in, c->in_len, IN_MAX, &req);
-        if (res == HTTP_NEED_MORE) {
-            if (c->request_start_ms == 0)
-                c->request_start_ms = now;
+    bool partial = false;
+    for (;;) {
+        if (!c->close_after_write && c->in_len > 0) {
+            struct http_serve_result res;
+            http_serve(c->in, c->in_len, IN_MAX, c->out + c->out_len, OUT_MAX - c->out_len,
+                       probe_answer, r, &res);
+            c->out_len += res.produced;
+            if (res.close) {
+                c->close_after_write = true;
+                c->in_len = 0; /* what follows a closing request is never answered */
+            } else if (res.consumed > 0) {
+                memmove(c->in, c->in + res.consumed, c->in_len - res.consumed);
+                c->in_len -= res.consumed;
+                c->request_start_ms = 0; /* a new request starts with what is left */
+            }
+            partial = res.partial;
+        }
+        int sent = send_pending(c);
+        if (sent < 0)
+            return -1;
+        if (sent == 0)
+            return watch(r, c, EPOLLOUT); /* not reading meanwhile: input stays bounded */
+        if (c->close_after_write)
+            return -1;
+        if (c->in_len == 0 || partial)
             break;
-        }
-        if (res == HTTP_TOO_LARGE) {
-            queue_response(c, 431, "header too large\n", false, false, false);
-            break;
-        }
-        if (res == HTTP_VERSION) {
-            queue_response(c, 505, "http version not supported\n", false, false, false);
-            break;
-        }
-        if (res == HTTP_BAD) {
-            queue_response(c, 400, "bad request\n", false, false, false);
-            break;
-        }
-        c->request_start_ms = 0;
-        memmove(c->in, c->in + req.consumed, c->in_len - req.consumed);
-        c->in_len -= req.consumed;
-        enum http_route route = http_route_of(&req);
-        bool head = req.method == HTTP_HEAD;
-        if (route == ROUTE_NOT_FOUND) {
-            queue_response(c, 404, "not found\n", head, req.keep_alive, false);
-        } else if (req.method == HTTP_OTHER) {
-            queue_response(c, 405, "method not allowed\n", false, req.keep_alive, true);
-        } else {
-            struct health_answer a;
-            char body[16];
-            answer(r, route, &a);
-            snprintf(body, sizeof(body), "%s\n", a.word);
-            queue_response(c, a.code, body, head, req.keep_alive, false);
-        }
-        if (c->in_len > 0 && c->request_start_ms == 0)
-            c->request_start_ms = now;
+        /* Everything went out and complete requests remain: answer the next ones. */
     }
-    return flush_out(r, c);
+    if (c->peer_closed)
+        return -1; /* all answered and sent; a partial request can never complete now */
+    if (c->in_len > 0 && c->request_start_ms == 0)
+        c->request_start_ms = now;
+    return watch(r, c, EPOLLIN | EPOLLRDHUP);
 }
 
-static void on_readable(struct responder *r, struct conn *c, uint64_t now)
+/* Read once (at most the free part of the buffer), then make progress. -1: close. */
+static int on_readable(struct responder *r, struct conn *c, uint64_t now)
 {
-    for (;;) {
-        if (c->in_len == IN_MAX)
-            break; /* the parser will answer 431 */
+    while (c->in_len < IN_MAX) { /* full: conn_progress answers or refuses it (431) */
         ssize_t n = recv(c->fd, c->in + c->in_len, IN_MAX - c->in_len, 0);
         if (n > 0) {
-            if (c->in_len == 0 && c->request_start_ms == 0)
-                c->request_start_ms = now;
             c->in_len += (size_t)n;
-            continue;
+            break;
         }
         if (n == 0) {
-            /* The client is done sending: answer what it sent, then close. */
-            c->peer_closed = true;
-            if (serve_buffered(r, c, now) < 0 || c->out_len == 0) {
-                conn_close(r, c);
-                return;
-            }
-            c->close_after_write = true;
-            return;
+            c->peer_closed = true; /* answer what it sent, then close */
+            break;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             break;
-        conn_close(r, c);
-        return;
+        return -1;
     }
-    touch(r, c, now);
-    if (serve_buffered(r, c, now) < 0)
-        conn_close(r, c);
+    return conn_progress(r, c, now);
 }
 
 static void accept_all(struct responder *r, uint64_t now)
@@ -271,7 +280,8 @@ static void accept_all(struct responder *r, uint64_t now)
         c->last_active_ms = now;
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+        c->events = EPOLLIN | EPOLLRDHUP;
+        struct epoll_event ev = {.events = c->events, .data.ptr = c};
         if (epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
             close(fd);
             free(c);
@@ -282,21 +292,26 @@ static void accept_all(struct responder *r, uint64_t now)
     }
 }
 
-/* Close connections past their deadlines. */
+/*
+ * Close connections past their deadlines. A connection with answers still to send is on
+ * the idle clock (the client is not reading); one with a partial request and nothing to
+ * send is on the header clock and hears 408 first, which cannot interleave with another
+ * answer since none is pending.
+ */
 static void sweep(struct responder *r, uint64_t now)
 {
     struct conn *c = r->head, *next;
     for (; c; c = next) {
         next = c->next;
-        if (c->request_start_ms != 0 && now - c->request_start_ms >= r->rc->header_timeout_ms) {
-            /* A request that trickles in never completes: tell it so, then close. */
-            char buf[256];
+        bool header_clock = c->out_len == 0 && c->request_start_ms != 0;
+        if (header_clock && now - c->request_start_ms >= r->rc->header_timeout_ms) {
+            char buf[HTTP_RESPONSE_MAX];
             size_t n =
                 http_format_response(buf, sizeof(buf), 408, "request timeout\n", false, false, false);
             ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-            (void)w;
+            (void)w; /* best effort: the connection closes either way */
             conn_close(r, c);
-        } else if (c->request_start_ms == 0 && now - c->last_active_ms >= r->rc->idle_timeout_ms) {
+        } else if (!header_clock && now - c->last_active_ms >= r->rc->idle_timeout_ms) {
             conn_close(r, c);
         }
     }
@@ -355,21 +370,23 @@ void responder_main(const struct responder_config *rc)
                 r.worker_gone = true;
                 epoll_ctl(r.ep, EPOLL_CTL_DEL, rc->worker_pidfd, NULL);
             } else {
+                /*
+                 * Waiting to send (EPOLLOUT, or an error): send and go on. Waiting for
+                 * input: read once and go on. An error or hang-up surfaces in send/recv.
+                 */
                 struct conn *c = p;
-                if (c->peer_closed) {
-                    if (flush_out(&r, c) < 0 || c->out_len == 0)
-                        conn_close(&r, c);
-                } else if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-                    on_readable(&r, c, now);
-                } else if (evs[i].events & EPOLLOUT) {
-                    touch(&r, c, now);
-                    if (flush_out(&r, c) < 0 || serve_buffered(&r, c, now) < 0)
-                        conn_close(&r, c);
-                }
+                if (c->fd < 0)
+                    continue; /* closed earlier in this batch */
+                touch(&r, c, now);
+                int st = c->events & EPOLLOUT ? conn_progress(&r, c, now)
+                                               : on_readable(&r, c, now);
+                if (st < 0)
+                    conn_close(&r, c);
             }
         }
         if (now >= r.next_sweep_ms)
             sweep(&r, now);
+        free_closed(&r);
     }
 }
 

@@ -12,6 +12,10 @@
  *     recently active one is dropped to admit a new one), request headers are capped in
  *     size (431), a request must be complete within a fixed time of its first byte
  *     (408), idle keep-alive connections are closed after health.idle_timeout_ms.
+ *   - Pipelined requests (many sent before any answer is read) are all answered, in
+ *     order, as soon as each is complete. Input buffered per connection is bounded (2 KiB,
+ *     the header limit): while its answers cannot be sent, a connection is not read, and
+ *     one that then stays stuck is closed by the idle timeout.
  *   - It dies with the supervisor: PR_SET_PDEATHSIG plus a check, on every wakeup, that its
  *     parent is still the pid it was forked from.
  *   - It holds only: the listening socket, the worker's pidfd, the shared page, and its

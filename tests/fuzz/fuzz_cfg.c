@@ -1,9 +1,11 @@
 /*
  * fuzz_cfg.c - cfg_load_buffer() on arbitrary bytes.
  *
- * A refusal must come with a message naming the file. A configuration that loads must
- * hold only valid values (peers and hosts split as host:port, binds resolve) and must
- * survive cfg_print(): the printed YAML loads again, and prints the same way again.
+ * A refusal must come with at least one message, each naming the file, on one line, the
+ * first also in msg. A configuration that loads (judged as host "spurctld-0") must hold
+ * only valid values (peers and hosts split as host:port, binds resolve), have a node id
+ * for that host, pass cfg_validate() again, and survive cfg_print(): the printed YAML
+ * loads again, and prints the same way again.
  */
 #include "cfg.h"
 
@@ -21,6 +23,7 @@
     } while (0)
 
 #define NAME "fuzz.yaml"
+#define HOST "spurctld-0"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -55,25 +58,34 @@ static void check_values(const struct cfg *c)
     for (size_t i = 0; i < c->npartitions; i++)
         ndefault += c->partitions[i].is_default;
     CHECK(ndefault == 1);
-    CHECK(cfg_node_id(c, "spurctld-0") <= c->controller.npeers);
+    CHECK(cfg_node_id(c, HOST) >= 1 && cfg_node_id(c, HOST) <= c->controller.npeers);
+    CHECK(c->controller.npeers != 2);
+    static struct cfg_error again;
+    memset(&again, 0, sizeof(again));
+    CHECK(cfg_validate(c, HOST, &again) == 0 && again.count == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct cfg c, again;
-    struct cfg_error e;
+    static struct cfg_error e;
     memset(&e, 0, sizeof(e));
-    if (cfg_load_buffer(NAME, (const char *)data, size, &c, &e) != 0) {
-        CHECK(memchr(e.msg, '\0', sizeof(e.msg)) != NULL);
-        CHECK(strncmp(e.msg, NAME, strlen(NAME)) == 0);
-        CHECK(c.cluster_name == NULL && c.partitions == NULL);
+    if (cfg_load_buffer_host(NAME, (const char *)data, size, HOST, &c, &e) != 0) {
+        CHECK(e.count >= 1 && e.count <= CFG_MAX_ERRORS);
+        CHECK(strcmp(e.msg, e.list[0]) == 0);
+        for (size_t i = 0; i < e.count; i++) {
+            CHECK(memchr(e.list[i], '\0', sizeof(e.list[i])) != NULL);
+            CHECK(strncmp(e.list[i], NAME, strlen(NAME)) == 0);
+            CHECK(strchr(e.list[i], '\n') == NULL);
+        }
+        CHECK(c.cluster_name == NULL && c.partitions == NULL && c.where == NULL);
         return 0;
     }
     check_values(&c);
 
     size_t len1, len2;
     char *text1 = print(&c, &len1);
-    if (cfg_load_buffer(NAME, text1, len1, &again, &e) != 0) {
+    if (cfg_load_buffer_host(NAME, text1, len1, HOST, &again, &e) != 0) {
         fprintf(stderr, "fuzz_cfg: cfg_print output refused: %s\n%s\n", e.msg, text1);
         abort();
     }

@@ -5,9 +5,13 @@
  * must lie inside the buffer (consumed <= len, and progress), carry a NUL-terminated path,
  * parse the same from exactly its own bytes, and format into a response. Pipelined
  * requests are taken out one after another until the parser wants more or refuses.
+ * http_serve() on the same bytes, with an output buffer of a size byte 0 also picks and
+ * resumed as the responder does, must answer exactly those requests (up to one that ends
+ * the connection, plus the error response for a refused one), within its buffers.
  */
 #include "http.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,13 @@
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void probe(void *arg, enum http_route route, int *code, const char **word)
+{
+    (void)arg;
+    *code = route == ROUTE_READYZ ? 503 : 200;
+    *word = route == ROUTE_READYZ ? "noleader" : "ok";
+}
 
 static void check_request(const struct http_request *r, const char *buf, size_t len,
                           size_t max_header)
@@ -61,6 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     size_t off = 0;
 
+    unsigned expect = 0;
+    bool ended = false, complete = true;
     for (int n = 0; n < 1000; n++) {
         struct http_request r;
         enum http_result res = http_parse_request(buf + off, len - off, max_header, &r);
@@ -69,10 +82,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                   res == HTTP_VERSION);
             if (res == HTTP_TOO_LARGE)
                 CHECK(len - off >= max_header);
+            if (!ended && res != HTTP_NEED_MORE)
+                expect++; /* its 400, 431 or 505 */
             break;
         }
         check_request(&r, buf + off, len - off, max_header);
         off += r.consumed;
+        if (!ended) {
+            expect++;
+            ended = !r.keep_alive;
+        }
+        if (n == 999)
+            complete = false;
     }
+    if (!complete)
+        return 0;
+
+    /* http_serve, resumed with an emptied output each time, as the responder does. */
+    size_t cap = HTTP_RESPONSE_MAX + (size_t)data[0] * 4;
+    char *out = malloc(cap);
+    CHECK(out != NULL);
+    size_t done = 0;
+    unsigned answered = 0;
+    for (;;) {
+        struct http_serve_result res;
+        http_serve(buf + done, len - done, max_header, out, cap, probe, NULL, &res);
+        CHECK(res.consumed <= len - done && res.produced <= cap);
+        done += res.consumed;
+        answered += res.answered;
+        if (res.close || res.partial || done == len)
+            break;
+        CHECK(res.answered > 0); /* room for one response: it must progress */
+    }
+    free(out);
+    CHECK(answered == expect);
     return 0;
 }

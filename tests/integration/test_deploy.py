@@ -467,7 +467,8 @@ def test_embedded_config_passes_check_config(tmp_path):
     need_programs()
     f = tmp_path / "spur.yaml"
     f.write_text(embedded_config_text())
-    r = check_config(f)
+    # node_id 0: judged as the first pod would, since this host is none of the peers.
+    r = check_config(f, "--hostname", "spurctld-0")
     assert r.returncode == 0, r.stderr
     eff = yaml.safe_load(r.stdout)
     assert len(eff["controller"]["peers"]) == 3
@@ -846,7 +847,7 @@ def test_spur_yaml_5_examples_are_valid(tmp_path):
     for i, b in enumerate(yaml_blocks):
         f = tmp_path / f"example{i}.yaml"
         f.write_text(b.replace("\\-", "-").replace("\\e", "\\"))
-        r = check_config(f)
+        r = check_config(f, "--hostname", "ctl1")  # the host of the first example
         assert r.returncode == 0, (b, r.stderr)
 
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAME "t.yaml"
@@ -96,6 +97,7 @@ static void assert_cfg_equal(const struct cfg *a, const struct cfg *b)
     ck_assert_uint_eq(a->raft.heartbeat_ms, b->raft.heartbeat_ms);
     ck_assert_uint_eq(a->raft.election_timeout_ms, b->raft.election_timeout_ms);
     ck_assert_uint_eq(a->raft.snapshot_entries, b->raft.snapshot_entries);
+    ck_assert_uint_eq(a->raft.max_uncommitted_bytes, b->raft.max_uncommitted_bytes);
     ck_assert_int_eq(a->raft.fsync, b->raft.fsync);
     ck_assert_int_eq(a->health.enabled, b->health.enabled);
     ck_assert_str_eq(a->health.bind, b->health.bind);
@@ -354,7 +356,9 @@ static const struct bad_case bad_cases[] = {
     {"cluster_name: a\n\n\n---\nraft: {}\n", "t.yaml:4: (file): ", "more than one YAML document"},
     {"cluster_name: a\n...\n---\ncluster_name: b\n", "t.yaml:3: (file): ", "more than one"},
     {"cluster_name: a\n...\ncluster_name: b\n", "t.yaml:3: (yaml): ", "document start"},
-    {"cluster_name: a\n---\n[oops\n", "t.yaml:4: (yaml): ", "flow sequence"},
+    /* A second document stops the load where it starts, whatever follows. */
+    {"cluster_name: a\n---\n[oops\n", "t.yaml:2: (file): ", "more than one YAML document"},
+    {"cluster_name: a\n[oops\n", "t.yaml:3: (yaml): ", "could not find expected ':'"},
     {"[1, 2]\n", "t.yaml:1: (top level): ", "expected a mapping of keys, got a list"},
     {"\n\njust words\n", "t.yaml:3: (top level): ", "expected a mapping of keys, got a scalar"},
 };
@@ -383,6 +387,7 @@ static const struct range_case range_cases[] = {
     {"raft", "heartbeat_ms", 10, 10000, "  election_timeout_ms: 60000\n"},
     {"raft", "election_timeout_ms", 50, 60000, "  heartbeat_ms: 10\n"},
     {"raft", "snapshot_entries", 100, 100000000, ""},
+    {"raft", "max_uncommitted_bytes", 1024, 4294967295u, ""},
     {"health", "port", 1, 65535, ""},
     {"health", "max_connections", 8, 65536, ""},
     {"health", "idle_timeout_ms", 100, 3600000, ""},
@@ -675,6 +680,7 @@ START_TEST(test_empty_is_defaults)
     ck_assert_uint_eq(def.raft.heartbeat_ms, 100);
     ck_assert_uint_eq(def.raft.election_timeout_ms, 1000);
     ck_assert_uint_eq(def.raft.snapshot_entries, 10000);
+    ck_assert_uint_eq(def.raft.max_uncommitted_bytes, 64u << 20);
     ck_assert(def.health.enabled);
     ck_assert_str_eq(def.health.bind, "all");
     ck_assert_uint_eq(def.health.port, 6823);
@@ -727,7 +733,9 @@ START_TEST(test_too_large_buffer)
     ck_assert_int_eq(cfg_load_buffer(NAME, buf, CFG_MAX_FILE_BYTES, &c, &e), 0);
     cfg_free(&c);
     ck_assert_int_eq(cfg_load_buffer(NAME, buf, n, &c, &e), -1);
-    ck_assert_str_eq(e.msg, "t.yaml: file is larger than 1048576 bytes");
+    /* Line 1 and the key "(file)": the message keeps the FILE:LINE: key: form. */
+    ck_assert_str_eq(e.msg, "t.yaml:1: (file): file is larger than 1048576 bytes (1 MiB)");
+    ck_assert_uint_eq(e.count, 1);
     ck_assert_ptr_null(c.cluster_name);
     free(buf);
 }
@@ -758,7 +766,9 @@ START_TEST(test_file_errors)
     char *bigpath = write_file(dir, "big.yaml", big, n);
     ck_assert_int_eq(cfg_load(bigpath, &c, &e), -1);
     ck_assert_msg(strstr(e.msg, "file is larger than 1048576 bytes") != NULL, "%s", e.msg);
-    ck_assert_msg(strncmp(e.msg, bigpath, strlen(bigpath)) == 0, "%s", e.msg);
+    ck_assert_int_ge(asprintf(&want, "%s:1: (file): ", bigpath), 0);
+    ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0, "%s", e.msg);
+    free(want);
     /* And at the limit it loads (a comment line that long is still one comment). */
     big[CFG_MAX_FILE_BYTES - 1] = '\n';
     char *edge = write_file(dir, "edge.yaml", big, CFG_MAX_FILE_BYTES);
@@ -1051,6 +1061,425 @@ START_TEST(test_node_id)
 }
 END_TEST
 
+/* ---- every error at once ------------------------------------------------------------ */
+
+/* yaml (loaded for hostname, NULL: no host rules) is refused with exactly these errors. */
+static void expect_errors(const char *yaml, const char *hostname, const char *const *want,
+                          size_t nwant)
+{
+    struct cfg c;
+    struct cfg_error e;
+    memset(&e, 0x5a, sizeof(e));
+    int rc = cfg_load_buffer_host(NAME, yaml, strlen(yaml), hostname, &c, &e);
+    ck_assert_msg(rc == -1, "accepted:\n%s", yaml);
+    ck_assert_ptr_null(c.cluster_name);
+    ck_assert_ptr_null(c.where);
+    ck_assert(!e.more);
+    for (size_t i = 0; i < e.count && i < nwant; i++)
+        ck_assert_msg(strncmp(e.list[i], want[i], strlen(want[i])) == 0,
+                      "error %zu is \"%s\", want \"%s...\"\nfor:\n%s", i, e.list[i], want[i], yaml);
+    ck_assert_msg(e.count == nwant, "%zu errors, want %zu; first \"%s\", last \"%s\"", e.count,
+                  nwant, e.msg, e.count ? e.list[e.count - 1] : "");
+    ck_assert_str_eq(e.msg, e.list[0]);
+    for (size_t i = 0; i < e.count; i++)
+        ck_assert_msg(strchr(e.list[i], '\n') == NULL, "error spans lines: %s", e.list[i]);
+}
+
+START_TEST(test_every_error_reported)
+{
+    static const char yaml[] = "cluster_name: [x]\n"           /* 1 wrong type */
+                               "raft:\n"
+                               "  heartbeat_ms: fast\n"        /* 3 not an integer */
+                               "  colour: blue\n"              /* 4 unknown key */
+                               "health:\n"
+                               "  max_connections: 1\n"        /* 6 out of range */
+                               "  port: 6822\n"                /* 7 rule: metrics.port too */
+                               "controller:\n"
+                               "  peers: [\"a:1\", \"b c:1\", \"d:1\", \"a:1\"]\n" /* 9 x 2 */
+                               "partitions:\n"
+                               "  - {name: a, up: maybe}\n"    /* 11 */
+                               "  - {nodes: x}\n"              /* 12 no name */
+                               "  - {name: b, bogus: 1}\n"     /* 13 */
+                               "  - {name: b}\n"  /* 14 b again, but [2] is refused: no rule */
+                               "bogus: 1\n";                   /* 15 */
+    static const char *const want[] = {
+        "t.yaml:1: cluster_name: expected a string, got a list",
+        "t.yaml:3: raft.heartbeat_ms: \"fast\" is not a non-negative integer",
+        "t.yaml:4: raft.colour: unknown key",
+        "t.yaml:6: health.max_connections: 1 is out of range 8..65536",
+        "t.yaml:9: controller.peers[1]: \"b c:1\" is not HOST:PORT",
+        "t.yaml:9: controller.peers[3]: \"a:1\" is listed twice",
+        "t.yaml:11: partitions[0].up: expected true or false, got \"maybe\"",
+        "t.yaml:12: partitions[1]: a partition needs a name",
+        "t.yaml:13: partitions[2].bogus: unknown key",
+        "t.yaml:15: bogus: unknown key",
+        /* Then the rules between keys, on the keys that were not refused. */
+        "t.yaml:7: health.port: port 6822 is also metrics.port",
+    };
+    expect_errors(yaml, NULL, want, sizeof(want) / sizeof(want[0]));
+}
+END_TEST
+
+START_TEST(test_refused_key_is_not_reported_twice)
+{
+    /* heartbeat_ms is refused; the rule "stall > heartbeat" must not then complain about
+     * the default it kept, nor about the stall value next to it. */
+    static const char *const one[] = {"t.yaml:2: supervisor.heartbeat_ms: "};
+    expect_errors("supervisor:\n  heartbeat_ms: abc\n  stall_timeout_ms: 60\n", NULL, one, 1);
+    static const char *const peers[] = {"t.yaml:3: controller.peers[0]: "};
+    expect_errors("controller:\n  node_id: 3\n  peers: [\"x\", \"b:1\"]\n", NULL, peers, 1);
+    static const char *const parts[] = {"t.yaml:2: partitions[0].name: "};
+    expect_errors("partitions:\n  - {name: [a], default: true}\n  - {name: a, default: true}\n",
+                  NULL, parts, 1);
+}
+END_TEST
+
+START_TEST(test_error_count_is_capped)
+{
+    char yaml[4096];
+    size_t n = 0;
+    for (int i = 0; i < 40; i++)
+        n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "bogus%d: 1\n", i);
+    struct cfg c;
+    struct cfg_error e;
+    ck_assert_int_eq(cfg_load_buffer(NAME, yaml, n, &c, &e), -1);
+    ck_assert_uint_eq(e.count, CFG_MAX_ERRORS);
+    ck_assert(e.more);
+    ck_assert_str_eq(e.list[0], "t.yaml:1: bogus0: unknown key");
+    ck_assert_str_eq(e.list[CFG_MAX_ERRORS - 1], "t.yaml:16: bogus15: unknown key");
+    /* The printed list ends with a line that says there is more. */
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    cfg_print_errors(f, "p: ", &e);
+    fclose(f);
+    size_t lines = 0;
+    for (char *p = out; *p; p++)
+        lines += *p == '\n';
+    ck_assert_uint_eq(lines, CFG_MAX_ERRORS + 1);
+    ck_assert_ptr_nonnull(strstr(out, "p: t.yaml:1: bogus0: unknown key\n"));
+    ck_assert_ptr_nonnull(strstr(out, "p: and more errors"));
+    free(out);
+}
+END_TEST
+
+/* ---- the rules start-up applies ---------------------------------------------------- */
+
+struct rule_case {
+    const char *yaml;
+    const char *host; /* NULL: no host-name rules */
+    const char *prefix;
+    const char *why;
+};
+
+static const struct rule_case rule_cases[] = {
+    /* A node id that cannot be derived: at node_id when the file sets it, else at peers. */
+    {"controller:\n  peers: [\"ctl1:6821\", \"ctl2:6821\", \"ctl3:6821\"]\n", "ctl9",
+     "t.yaml:2: controller.node_id: ", "host \"ctl9\" is none of the 3 controller.peers"},
+    {"controller:\n  node_id: 0\n  peers: [\"ctl1:6821\", \"ctl2:6821\", \"ctl3:6821\"]\n",
+     "other.example", "t.yaml:2: controller.node_id: ", "set controller.node_id"},
+    {"controller:\n  peers: [\"ctl1:6821\", \"ctl2:6821\", \"ctl3:6821\"]\n", "",
+     "t.yaml:2: controller.node_id: ", "is none of the 3"},
+    /* A host name two peers match is a guess, not an id. */
+    {"controller:\n  peers: [\"db.a:6821\", \"db.b:6821\", \"c:6821\"]\n", "db",
+     "t.yaml:2: controller.node_id: ", "matches both controller.peers[0] and [1]"},
+    {"controller:\n  peers: [\"h:16821\", \"h:26821\", \"c:6821\"]\n", "h",
+     "t.yaml:2: controller.node_id: ", "matches both"},
+    /* Listeners of this replica on one port. */
+    {"raft:\n  listen: \"[::]:6817\"\n", NULL, "t.yaml:2: raft.listen: ",
+     "port 6817 is also the port of controller.listen"},
+    {"controller:\n  listen: \"0.0.0.0:6823\"\n", NULL, "t.yaml:2: controller.listen: ",
+     "port 6823 is also health.port"},
+    {"metrics:\n  port: 6821\n", NULL, "t.yaml:2: metrics.port: ",
+     "port 6821 is also the port of raft.listen"},
+    {"controller:\n  listen: \"ctl1:7000\"\nraft:\n  listen: \"127.0.0.1:7000\"\n", NULL,
+     "t.yaml:2: controller.listen: ", "also the port of raft.listen"},
+    {"health:\n  port: 7000\nmetrics:\n  port: 7000\n", NULL, "t.yaml:2: health.port: ",
+     "7000 is also metrics.port"},
+    /* The two-peer list, and one replica listed twice under two spellings. */
+    {"controller:\n  node_id: 1\n  peers: [\"a:6821\", \"b:6821\"]\n", NULL,
+     "t.yaml:3: controller.peers: ", "2 peers make a cluster that stops when either"},
+    {"controller:\n  node_id: 1\n  peers:\n    - \"ctl1:6821\"\n    - \"CTL1:6821\"\n"
+     "    - \"c:6821\"\n",
+     NULL, "t.yaml:5: controller.peers[1]: ", "the same replica as controller.peers[0]"},
+    {"controller:\n  node_id: 1\n  peers: [\"[::1]:6821\", \"[0:0::1]:6821\", \"c:6821\"]\n",
+     NULL, "t.yaml:3: controller.peers[1]: ", "same replica"},
+    {"controller:\n  node_id: 1\n  peers: [\"127.0.0.1:6821\", \"x:1\", \"[::ffff:127.0.0.1]:6821\"]\n",
+     NULL, "t.yaml:3: controller.peers[2]: ", "same replica as controller.peers[0]"},
+    /* This replica's own entry on the port of another of its listeners. */
+    {"controller:\n  node_id: 1\n  peers: [\"127.0.0.1:6817\", \"b:6821\", \"c:6821\"]\n", NULL,
+     "t.yaml:3: controller.peers[0]: ", "is this replica (node 1), but port 6817 is the port "
+     "of controller.listen here"},
+    {"controller:\n  peers: [\"ctl1:6822\", \"ctl2:6821\", \"ctl3:6821\"]\n", "ctl1",
+     "t.yaml:2: controller.peers[0]: ", "port 6822 is metrics.port here"},
+    {"controller:\n  peers: [\"ctl1:6823\"]\n", "anything", "t.yaml:2: controller.peers[0]: ",
+     "port 6823 is health.port here"},
+    /* Another replica on this host, on a port this one listens on. */
+    {"controller:\n  node_id: 2\n  listen: \"127.0.0.1:26817\"\n"
+     "  peers: [\"127.0.0.1:16821\", \"127.0.0.1:26821\", \"127.0.0.1:26823\"]\n"
+     "raft:\n  listen: \"127.0.0.1:26821\"\nhealth:\n  port: 26823\n",
+     NULL, "t.yaml:4: controller.peers[2]: ", "is on this replica's host (like "
+     "controller.peers[1], node 2), and port 26823 is health.port here"},
+};
+
+START_TEST(test_rule)
+{
+    const struct rule_case *rc = &rule_cases[_i];
+    struct cfg c;
+    struct cfg_error e;
+    int r = cfg_load_buffer_host(NAME, rc->yaml, strlen(rc->yaml), rc->host, &c, &e);
+    ck_assert_msg(r == -1, "accepted:\n%s", rc->yaml);
+    ck_assert_msg(e.count == 1, "%zu errors, first %s", e.count, e.msg);
+    ck_assert_msg(strncmp(e.msg, rc->prefix, strlen(rc->prefix)) == 0, "\"%s\" lacks \"%s\"",
+                  e.msg, rc->prefix);
+    ck_assert_msg(strstr(e.msg + strlen(rc->prefix), rc->why) != NULL, "\"%s\" lacks \"%s\"",
+                  e.msg, rc->why);
+}
+END_TEST
+
+/* Files every rule accepts, with and without the host rules. */
+struct ok_case {
+    const char *yaml;
+    const char *host;
+    uint32_t node_id;
+};
+
+static const struct ok_case ok_cases[] = {
+    {"", "anything", 1},
+    {"controller:\n  peers: [\"ctl1.example.org:6821\", \"ctl2.example.org:6821\", "
+     "\"ctl3.example.org:6821\"]\n",
+     "ctl2", 2},
+    {"controller:\n  peers: [\"spurctld-0.spurctld:6821\", \"spurctld-1.spurctld:6821\", "
+     "\"spurctld-2.spurctld:6821\"]\n",
+     "spurctld-2.spurctld.ns.svc.cluster.local", 3},
+    /* Exact names first: db.a is no guess even though "db" also matches. */
+    {"controller:\n  peers: [\"db:6821\", \"db.a:6821\", \"c:6821\"]\n", "db.a", 2},
+    /* The local three-replica example: one host, every port its own. */
+    {"controller:\n  listen: \"127.0.0.1:16817\"\n  node_id: 1\n"
+     "  peers: [\"127.0.0.1:16821\", \"127.0.0.1:26821\", \"127.0.0.1:36821\"]\n"
+     "raft:\n  listen: \"127.0.0.1:16821\"\nhealth:\n  bind: loopback\n  port: 16823\n"
+     "metrics:\n  port: 16822\n",
+     "whatever", 1},
+    /* The same port on addresses that cannot overlap. */
+    {"controller:\n  listen: \"10.0.0.5:7000\"\nraft:\n  listen: \"127.0.0.1:7000\"\n", NULL, 1},
+    {"controller:\n  listen: \"10.0.0.5:6822\"\n", NULL, 1},
+    /* A disabled listener holds no port. */
+    {"health:\n  enabled: false\n  port: 6822\n", NULL, 1},
+    {"metrics:\n  enabled: false\n  port: 6817\n", NULL, 1},
+    /* Behind port mapping, this replica's peer address need not be raft.listen's port. */
+    {"controller:\n  peers: [\"127.0.0.1:40000\"]\n", "x", 1},
+    /* Four and five peers are allowed; only two is refused. */
+    {"controller:\n  node_id: 4\n  peers: [a:1, b:1, c:1, d:1]\n", NULL, 4},
+    {"controller:\n  node_id: 5\n  peers: [a:1, b:1, c:1, d:1, e:1]\n", NULL, 5},
+};
+
+START_TEST(test_rule_accepts)
+{
+    const struct ok_case *oc = &ok_cases[_i];
+    struct cfg c;
+    struct cfg_error e;
+    int r = cfg_load_buffer_host(NAME, oc->yaml, strlen(oc->yaml), oc->host, &c, &e);
+    ck_assert_msg(r == 0, "refused (%s):\n%s", e.msg, oc->yaml);
+    ck_assert_uint_eq(cfg_node_id(&c, oc->host), oc->node_id);
+    cfg_free(&c);
+}
+END_TEST
+
+START_TEST(test_load_host_agrees_with_validate)
+{
+    /*
+     * cfg_load_buffer_host() == cfg_load_buffer() + cfg_validate(hostname), for every case
+     * above: one set of rules, whoever asks. And without a host name, the host-name rule
+     * (the only one that needs it) stays silent.
+     */
+    for (size_t i = 0; i < sizeof(rule_cases) / sizeof(rule_cases[0]); i++) {
+        const struct rule_case *rc = &rule_cases[i];
+        struct cfg c;
+        struct cfg_error e1, e2;
+        int with = cfg_load_buffer_host(NAME, rc->yaml, strlen(rc->yaml), rc->host, &c, &e1);
+        ck_assert_int_eq(with, -1);
+        int plain = cfg_load_buffer(NAME, rc->yaml, strlen(rc->yaml), &c, &e2);
+        if (plain == 0) {
+            /* Refused only for the host: validate with the host must say the same. */
+            ck_assert_ptr_nonnull(rc->host);
+            struct cfg_error e3;
+            memset(&e3, 0, sizeof(e3));
+            ck_assert_int_eq(cfg_validate(&c, rc->host, &e3), -1);
+            ck_assert_str_eq(e3.msg, e1.msg);
+            ck_assert_int_eq(cfg_validate(&c, NULL, &e3), 0);
+            cfg_free(&c);
+        } else {
+            ck_assert_str_eq(e2.msg, e1.msg);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_validate_own_config)
+{
+    /* A configuration built in code: errors have no line, they name the source. */
+    struct cfg c;
+    struct cfg_error e;
+    ck_assert_int_eq(cfg_defaults(&c), 0);
+    memset(&e, 0, sizeof(e));
+    ck_assert_int_eq(cfg_validate(&c, "anyhost", &e), 0);
+    ck_assert_uint_eq(e.count, 0);
+    static const char *const two[] = {"a:1", "A:1"};
+    set_peers(&c, two, 2);
+    c.raft.heartbeat_ms = 1000;
+    ck_assert_int_eq(cfg_validate(&c, "a", &e), -1);
+    ck_assert_uint_eq(e.count, 4);
+    ck_assert_str_eq(e.list[0], "(embedded defaults): raft.election_timeout_ms: 1000 must be at "
+                                "least 3 x raft.heartbeat_ms (1000)");
+    ck_assert_ptr_nonnull(strstr(e.list[1], "(embedded defaults): controller.peers: 2 peers"));
+    ck_assert_ptr_nonnull(strstr(e.list[2], "controller.peers[1]: \"A:1\" is the same replica"));
+    ck_assert_ptr_nonnull(strstr(e.list[3], "controller.node_id: 0 takes the id from the host "
+                                            "name, and host \"a\" matches both"));
+    cfg_free(&c);
+}
+END_TEST
+
+/* ---- nesting, node count, time ------------------------------------------------------ */
+
+static char *nested(const char *key, size_t depth, char open, char close)
+{
+    size_t kl = strlen(key);
+    char *y = malloc(kl + 2 * depth + 4);
+    ck_assert_ptr_nonnull(y);
+    memcpy(y, key, kl);
+    memset(y + kl, open, depth);
+    memset(y + kl + depth, close, depth);
+    memcpy(y + kl + 2 * depth, "\n", 2);
+    return y;
+}
+
+START_TEST(test_depth_cap)
+{
+    /* The top-level mapping is level 1: 31 more lists are fine (and an unknown key)... */
+    char *y = nested("a: ", CFG_MAX_DEPTH - 1, '[', ']');
+    expect_error(y, "t.yaml:1: a: ", "unknown key");
+    free(y);
+    /* ... one more is refused where it opens, before the walk. */
+    y = nested("a: ", CFG_MAX_DEPTH, '[', ']');
+    expect_error(y, "t.yaml:1: (file): ", "nest deeper than 32 levels");
+    free(y);
+    /* Block style: the cap names the line of the mapping that went over. */
+    char block[8192];
+    size_t n = 0;
+    for (int i = 0; i < CFG_MAX_DEPTH + 5; i++)
+        n += (size_t)snprintf(block + n, sizeof(block) - n, "%*sk%d:\n", i, "", i);
+    snprintf(block + n, sizeof(block) - n, "%*s1\n", CFG_MAX_DEPTH + 5, "");
+    expect_error(block, "t.yaml:33: (file): ", "deeper than 32");
+    y = nested("partitions: ", 40, '{', '}');
+    expect_error(y, "t.yaml:1: (file): ", "deeper");
+    free(y);
+}
+END_TEST
+
+START_TEST(test_node_cap)
+{
+    /* A flow list of CFG_MAX_NODES scalars: with the top mapping, its key and the list,
+     * that is three nodes too many; the message names the line of the first one over. */
+    size_t n = CFG_MAX_NODES;
+    char *y = malloc(16 + 4 * n);
+    ck_assert_ptr_nonnull(y);
+    size_t len = (size_t)sprintf(y, "a:\n");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(y + len, "- x\n");
+    expect_error(y, "t.yaml:", "holds more than 20000 YAML nodes");
+    struct cfg c;
+    struct cfg_error e;
+    ck_assert_int_eq(cfg_load_buffer(NAME, y, len, &c, &e), -1);
+    ck_assert_str_eq(e.msg, "t.yaml:19999: (file): holds more than 20000 YAML nodes (keys, "
+                            "values, lists, mappings and aliases)");
+    free(y);
+    /* Aliases count as nodes too. */
+    y = malloc(32 + 4 * n);
+    ck_assert_ptr_nonnull(y);
+    len = (size_t)sprintf(y, "a: &x 1\nb: [");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(y + len, "*x,");
+    sprintf(y + len, "]\n");
+    expect_error(y, "t.yaml:2: (file): ", "holds more than 20000 YAML nodes");
+    free(y);
+}
+END_TEST
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+START_TEST(test_hostile_files_are_fast)
+{
+    /*
+     * What took seconds to minutes through libyaml's document loader: 100,000 levels in a
+     * 200 kB file, a 1 MiB file of "[", and thousands of anchors and aliases. The bound is
+     * loose (a slow, shared machine, sanitizers): the old code needed more than 20 s for
+     * the first alone.
+     */
+    struct timespec t0;
+    struct cfg c;
+    struct cfg_error e;
+    char *y = nested("a: ", 100000, '[', ']');
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(cfg_load_buffer(NAME, y, strlen(y), &c, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "deeper than"));
+    free(y);
+
+    size_t big = CFG_MAX_FILE_BYTES;
+    y = malloc(big);
+    ck_assert_ptr_nonnull(y);
+    memset(y, '[', big);
+    ck_assert_int_eq(cfg_load_buffer(NAME, y, big, &c, &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "deeper than"));
+
+    /* Anchors up to the node cap, each then used: a hash, not a list. */
+    size_t len = (size_t)sprintf(y, "a:\n");
+    for (int i = 0; i < 6000; i++)
+        len += (size_t)sprintf(y + len, "  - &a%d x\n", i);
+    len += (size_t)sprintf(y + len, "b:\n");
+    for (int i = 0; i < 6000; i++)
+        len += (size_t)sprintf(y + len, "  - *a%d\n", i);
+    ck_assert_int_eq(cfg_load_buffer(NAME, y, len, &c, &e), -1);
+    ck_assert_str_eq(e.msg, "t.yaml:1: a: unknown key");
+    /* Many keys in one known mapping: errors stop the walk, no quadratic duplicate scan. */
+    len = (size_t)sprintf(y, "raft:\n");
+    for (int i = 0; i < 9000; i++)
+        len += (size_t)sprintf(y + len, "  k%d: 1\n", i);
+    ck_assert_int_eq(cfg_load_buffer(NAME, y, len, &c, &e), -1);
+    ck_assert(e.more);
+    free(y);
+    double s = seconds_since(&t0);
+    ck_assert_msg(s < 5.0, "hostile files took %.2f s", s);
+}
+END_TEST
+
+START_TEST(test_aliases)
+{
+    /* An alias is the node it names: here a listen address reused as the client host. */
+    struct cfg c;
+    expect_ok("controller:\n  listen: &l \"127.0.0.1:7000\"\n  hosts: [*l]\n", &c);
+    ck_assert_str_eq(c.controller.hosts[0], "127.0.0.1:7000");
+    cfg_free(&c);
+    /* A rule sees through aliases: the same port twice. */
+    expect_error("health:\n  port: &p 7001\nmetrics:\n  port: *p\n", "t.yaml:2: health.port: ",
+                 "also metrics.port");
+    /* An alias to the node it sits in would be a cycle: undefined. */
+    expect_error("raft: &r {heartbeat_ms: 100, x: *r}\n", "t.yaml:1: (yaml): ",
+                 "undefined alias *r");
+    /* An alias before its anchor: undefined. */
+    expect_error("a: *later\nb: &later 1\n", "t.yaml:1: (yaml): ", "undefined alias");
+    /* A second anchor of one name replaces the first (YAML 1.2). */
+    expect_ok("raft:\n  listen: &h \"127.0.0.1:7001\"\ncontroller:\n"
+              "  listen: &h \"127.0.0.1:7000\"\n  hosts: [*h]\n", &c);
+    ck_assert_str_eq(c.controller.hosts[0], "127.0.0.1:7000");
+    cfg_free(&c);
+}
+END_TEST
+
 /* ---- cfg_key_names ------------------------------------------------------------------ */
 
 static bool names_has(const char *const *names, const char *k)
@@ -1191,6 +1620,26 @@ static Suite *cfg_suite(void)
     tcase_add_test(tc, test_node_id);
     tcase_add_test(tc, test_key_names_match_printer);
     tcase_add_test(tc, test_key_names_known_to_loader);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("every error");
+    tcase_add_test(tc, test_every_error_reported);
+    tcase_add_test(tc, test_refused_key_is_not_reported_twice);
+    tcase_add_test(tc, test_error_count_is_capped);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rules");
+    tcase_add_loop_test(tc, test_rule, 0, (int)(sizeof(rule_cases) / sizeof(rule_cases[0])));
+    tcase_add_loop_test(tc, test_rule_accepts, 0, (int)(sizeof(ok_cases) / sizeof(ok_cases[0])));
+    tcase_add_test(tc, test_load_host_agrees_with_validate);
+    tcase_add_test(tc, test_validate_own_config);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("bounds");
+    tcase_add_test(tc, test_depth_cap);
+    tcase_add_test(tc, test_node_cap);
+    tcase_add_test(tc, test_hostile_files_are_fast);
+    tcase_add_test(tc, test_aliases);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,10 @@
  * lines; NEED_MORE for every proper prefix of a request; the header size limit; malformed
  * request lines and headers (obs-fold, missing colon, non-token characters, NUL bytes);
  * other HTTP versions; requests that announce a body; pipelined requests; long paths;
- * routing; and byte-exact responses.
+ * routing; and byte-exact responses. http_serve(): every complete request of a pipelined
+ * stream answered once, in order, however the bytes are split and however little room the
+ * output has; the stop at a partial request, at a closing request and at an error; and
+ * that every response fits HTTP_RESPONSE_MAX.
  */
 #include "http.h"
 
@@ -454,6 +457,304 @@ START_TEST(test_response_small_buffer)
 }
 END_TEST
 
+/* ---- http_serve: pipelining ---------------------------------------------------------- */
+
+struct probe_log {
+    unsigned calls;
+    enum http_route routes[512];
+};
+
+/* /healthz answers "ok", /readyz "starting" with 503, so the two can be told apart. */
+static void fake_probe(void *arg, enum http_route route, int *code, const char **word)
+{
+    struct probe_log *pl = arg;
+    if (pl->calls < sizeof(pl->routes) / sizeof(pl->routes[0]))
+        pl->routes[pl->calls] = route;
+    pl->calls++;
+    *code = route == ROUTE_READYZ ? 503 : 200;
+    *word = route == ROUTE_READYZ ? "starting" : "ok";
+}
+
+/* n requests cycling through GET/HEAD and the routes; appended to buf. Returns length. */
+static size_t pipeline(char *buf, size_t cap, unsigned n)
+{
+    static const char *const reqs[] = {
+        "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        "HEAD /readyz HTTP/1.1\r\n\r\n",
+        "GET /readyz?probe=1 HTTP/1.1\r\nUser-Agent: t\r\n\r\n",
+        "GET /nope HTTP/1.1\r\n\r\n",
+        "HEAD /livez HTTP/1.1\n\n",
+        "DELETE /healthz HTTP/1.1\r\n\r\n",
+        "GET /livez HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    };
+    size_t len = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const char *r = reqs[i % (sizeof(reqs) / sizeof(reqs[0]))];
+        size_t l = strlen(r);
+        ck_assert_uint_le(len + l, cap);
+        memcpy(buf + len, r, l);
+        len += l;
+    }
+    return len;
+}
+
+/* What the responder sends for the stream: answer each request on its own, concatenated. */
+static size_t reference_answers(const char *in, size_t len, char *out, size_t cap)
+{
+    size_t off = 0, produced = 0;
+    while (off < len) {
+        struct http_request req;
+        ck_assert_int_eq(http_parse_request(in + off, len - off, MAXH, &req), HTTP_REQUEST);
+        off += req.consumed;
+        enum http_route route = http_route_of(&req);
+        bool head = req.method == HTTP_HEAD;
+        size_t n;
+        if (route == ROUTE_NOT_FOUND)
+            n = http_format_response(out + produced, cap - produced, 404, "not found\n", head,
+                                     req.keep_alive, false);
+        else if (req.method == HTTP_OTHER)
+            n = http_format_response(out + produced, cap - produced, 405,
+                                     "method not allowed\n", false, req.keep_alive, true);
+        else if (route == ROUTE_READYZ)
+            n = http_format_response(out + produced, cap - produced, 503, "starting\n", head,
+                                     req.keep_alive, false);
+        else
+            n = http_format_response(out + produced, cap - produced, 200, "ok\n", head,
+                                     req.keep_alive, false);
+        ck_assert_uint_gt(n, 0);
+        produced += n;
+    }
+    return produced;
+}
+
+/*
+ * Drive http_serve() as the responder does: bytes arrive in chunks of `chunk`, the input
+ * buffer holds in_cap, the output out_cap, and the "socket" takes everything produced.
+ * Returns the concatenated output.
+ */
+static size_t drive(const char *stream, size_t len, size_t chunk, size_t in_cap, size_t out_cap,
+                    char *sent, size_t sent_cap, unsigned *answered)
+{
+    char *in = malloc(in_cap);
+    char *out = malloc(out_cap);
+    ck_assert(in != NULL && out != NULL);
+    size_t in_len = 0, fed = 0, nsent = 0;
+    struct probe_log pl = {0};
+    *answered = 0;
+    while (fed < len || in_len > 0) {
+        size_t take = len - fed < chunk ? len - fed : chunk;
+        if (take > in_cap - in_len)
+            take = in_cap - in_len;
+        memcpy(in + in_len, stream + fed, take);
+        in_len += take;
+        fed += take;
+        struct http_serve_result res;
+        http_serve(in, in_len, in_cap, out, out_cap, fake_probe, &pl, &res);
+        ck_assert(!res.close);
+        ck_assert_uint_le(res.produced, out_cap);
+        ck_assert_uint_le(nsent + res.produced, sent_cap);
+        memcpy(sent + nsent, out, res.produced);
+        nsent += res.produced;
+        *answered += res.answered;
+        memmove(in, in + res.consumed, in_len - res.consumed);
+        in_len -= res.consumed;
+        /* No progress is only allowed while a request is incomplete and bytes are due. */
+        if (res.consumed == 0 && res.produced == 0)
+            ck_assert_msg(res.partial && fed < len, "stuck with %zu bytes buffered", in_len);
+    }
+    free(in);
+    free(out);
+    return nsent;
+}
+
+START_TEST(test_serve_pipelined_in_one_buffer)
+{
+    static char stream[8192], want[65536], out[65536];
+    for (unsigned n = 1; n <= 100; n += 9) {
+        size_t len = pipeline(stream, sizeof(stream), n);
+        size_t wl = reference_answers(stream, len, want, sizeof(want));
+        struct probe_log pl = {0};
+        struct http_serve_result res;
+        http_serve(stream, len, MAXH, out, sizeof(out), fake_probe, &pl, &res);
+        ck_assert_uint_eq(res.answered, n);
+        ck_assert_uint_eq(res.consumed, len);
+        ck_assert(!res.partial && !res.close);
+        ck_assert_uint_eq(res.produced, wl);
+        ck_assert(memcmp(out, want, wl) == 0);
+    }
+    /* The probe is asked once per probe request, in request order (GET, HEAD alike). */
+    size_t len = pipeline(stream, sizeof(stream), 7);
+    struct probe_log pl = {0};
+    struct http_serve_result res;
+    http_serve(stream, len, MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(pl.calls, 5);
+    static const enum http_route order[] = {ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_READYZ,
+                                            ROUTE_HEALTHZ, ROUTE_HEALTHZ};
+    for (unsigned i = 0; i < 5; i++)
+        ck_assert_int_eq(pl.routes[i], order[i]);
+}
+END_TEST
+
+START_TEST(test_serve_small_output_resumes)
+{
+    /* The responder's own buffer sizes, and the smallest output that still works. */
+    static char stream[8192], want[65536], sent[65536];
+    size_t len = pipeline(stream, sizeof(stream), 100);
+    size_t wl = reference_answers(stream, len, want, sizeof(want));
+    static const size_t caps[] = {HTTP_RESPONSE_MAX, HTTP_RESPONSE_MAX + 1, 300, 1024, 4096};
+    for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+        unsigned answered;
+        size_t n = drive(stream, len, len, sizeof(stream), caps[i], sent, sizeof(sent), &answered);
+        ck_assert_uint_eq(answered, 100);
+        ck_assert_uint_eq(n, wl);
+        ck_assert_msg(memcmp(sent, want, wl) == 0, "out_cap %zu: answers differ", caps[i]);
+    }
+    /* Less room than one response: nothing is answered, nothing is consumed. */
+    char out[HTTP_RESPONSE_MAX - 1];
+    struct probe_log pl = {0};
+    struct http_serve_result res;
+    http_serve(stream, len, MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.consumed, 0);
+    ck_assert_uint_eq(res.produced, 0);
+    ck_assert(!res.partial && !res.close);
+}
+END_TEST
+
+START_TEST(test_serve_every_split)
+{
+    /* However the stream is cut into reads, the same answers in the same order. */
+    static char stream[8192], want[65536], sent[65536];
+    size_t len = pipeline(stream, sizeof(stream), 30);
+    size_t wl = reference_answers(stream, len, want, sizeof(want));
+    for (size_t chunk = 1; chunk <= 80; chunk++) {
+        unsigned answered;
+        size_t n = drive(stream, len, chunk, 2048, 1024, sent, sizeof(sent), &answered);
+        ck_assert_uint_eq(answered, 30);
+        ck_assert_uint_eq(n, wl);
+        ck_assert_msg(memcmp(sent, want, wl) == 0, "chunk %zu: answers differ", chunk);
+    }
+    /* An input buffer just large enough for the longest request, as a tight bound. */
+    unsigned answered;
+    size_t n = drive(stream, len, 13, 64, 1024, sent, sizeof(sent), &answered);
+    ck_assert_uint_eq(answered, 30);
+    ck_assert(n == wl && memcmp(sent, want, wl) == 0);
+}
+END_TEST
+
+START_TEST(test_serve_partial_tail)
+{
+    static char stream[4096];
+    char out[8192];
+    size_t len = pipeline(stream, sizeof(stream), 10);
+    const char *tail = "GET /healthz HTTP/1.1\r\nHost";
+    memcpy(stream + len, tail, strlen(tail));
+    struct probe_log pl = {0};
+    struct http_serve_result res;
+    http_serve(stream, len + strlen(tail), MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.answered, 10);
+    ck_assert_uint_eq(res.consumed, len);
+    ck_assert(res.partial);
+    ck_assert(!res.close);
+    /* Only the partial request left: nothing to do yet. */
+    http_serve(tail, strlen(tail), MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.answered, 0);
+    ck_assert_uint_eq(res.consumed, 0);
+    ck_assert(res.partial);
+}
+END_TEST
+
+START_TEST(test_serve_stops_at_close_and_errors)
+{
+    char out[8192];
+    struct probe_log pl = {0};
+    struct http_serve_result res;
+
+    /* Connection: close ends the stream there: the request after it is not answered. */
+    const char *c = "GET /healthz HTTP/1.1\r\n\r\nGET /readyz HTTP/1.1\r\nConnection: close\r\n\r\n"
+                    "GET /healthz HTTP/1.1\r\n\r\n";
+    http_serve(c, strlen(c), MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.answered, 2);
+    ck_assert(res.close);
+    ck_assert_uint_eq(pl.calls, 2);
+    out[res.produced] = '\0';
+    ck_assert_ptr_nonnull(strstr(out, "Connection: close\r\n\r\nstarting\n"));
+    ck_assert_ptr_null(strstr(strstr(out, "starting\n"), "HTTP/1.1"));
+
+    /* HTTP/1.0 without keep-alive closes too. */
+    const char *v10 = "GET /healthz HTTP/1.0\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n";
+    http_serve(v10, strlen(v10), MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.answered, 1);
+    ck_assert(res.close);
+
+    /* A malformed request after good ones: they are answered, then 400 and the close. */
+    static const struct {
+        const char *bad;
+        const char *status;
+    } errs[] = {
+        {"GET / HTTP/1.1\r\nNoColon\r\n\r\n", "HTTP/1.1 400 "},
+        {"GET / HTTP/2.0\r\n\r\n", "HTTP/1.1 505 "},
+    };
+    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+        char buf[512];
+        int n = snprintf(buf, sizeof(buf), "GET /healthz HTTP/1.1\r\n\r\n%s"
+                         "GET /healthz HTTP/1.1\r\n\r\n", errs[i].bad);
+        http_serve(buf, (size_t)n, MAXH, out, sizeof(out), fake_probe, &pl, &res);
+        ck_assert_uint_eq(res.answered, 2);
+        ck_assert(res.close);
+        out[res.produced] = '\0';
+        const char *second = strstr(out + 1, "HTTP/1.1 ");
+        ck_assert_ptr_nonnull(second);
+        ck_assert(strncmp(second, errs[i].status, strlen(errs[i].status)) == 0);
+        ck_assert_ptr_nonnull(strstr(second, "Connection: close"));
+    }
+
+    /* A header block over the limit after a good request: answered, then 431. */
+    char big[700];
+    int n = snprintf(big, sizeof(big), "GET /livez HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nX: ");
+    memset(big + n, 'a', sizeof(big) - (size_t)n);
+    http_serve(big, sizeof(big), 256, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.answered, 2);
+    ck_assert(res.close);
+    out[res.produced] = '\0';
+    ck_assert_ptr_nonnull(strstr(out, "HTTP/1.1 431 "));
+
+    /* A body announced: answered, then the close (the body is never read). */
+    const char *post = "POST /healthz HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n";
+    http_serve(post, strlen(post), MAXH, out, sizeof(out), fake_probe, &pl, &res);
+    ck_assert_uint_eq(res.answered, 1);
+    ck_assert(res.close);
+}
+END_TEST
+
+START_TEST(test_serve_full_buffer_without_end_is_too_large)
+{
+    /* Empty lines first, then no end of the header block: a buffer of max_header bytes
+     * can never complete, so it is refused rather than left waiting. */
+    char buf[256];
+    memset(buf, 'a', sizeof(buf));
+    memcpy(buf, "\r\n\r\nGET / HTTP/1.1\r\nX: ", 22);
+    struct http_request r;
+    ck_assert_int_eq(parse_n(buf, sizeof(buf), sizeof(buf), &r), HTTP_TOO_LARGE);
+    ck_assert_int_eq(parse_n(buf, sizeof(buf) - 1, sizeof(buf), &r), HTTP_NEED_MORE);
+}
+END_TEST
+
+START_TEST(test_every_response_fits_the_bound)
+{
+    /* The longest status line with the Allow header and the longest body and word. */
+    static const int codes[] = {200, 400, 404, 405, 408, 431, 503, 505};
+    static const char *const bodies[] = {"http version not supported\n", "method not allowed\n",
+                                         "header too large\n", "12345678901234567890\n"};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        for (size_t j = 0; j < sizeof(bodies) / sizeof(bodies[0]); j++) {
+            char out[HTTP_RESPONSE_MAX];
+            ck_assert_uint_gt(http_format_response(out, sizeof(out), codes[i], bodies[j], false,
+                                                   true, true),
+                              0);
+        }
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -479,6 +780,16 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_response_405);
     tcase_add_test(tc, test_response_reasons);
     tcase_add_test(tc, test_response_small_buffer);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("serve");
+    tcase_add_test(tc, test_serve_pipelined_in_one_buffer);
+    tcase_add_test(tc, test_serve_small_output_resumes);
+    tcase_add_test(tc, test_serve_every_split);
+    tcase_add_test(tc, test_serve_partial_tail);
+    tcase_add_test(tc, test_serve_stops_at_close_and_errors);
+    tcase_add_test(tc, test_serve_full_buffer_without_end_is_too_large);
+    tcase_add_test(tc, test_every_response_fits_the_bound);
     suite_add_tcase(s, tc);
     return s;
 }
