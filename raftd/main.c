@@ -254,6 +254,7 @@ int main(int argc, char **argv)
         w.cfg.controller.state_dir = strdup(state_dir);
     }
     w.node_id = cfg_node_id(&w.cfg, host);
+    log_set_node(w.node_id); /* every later line names the replica */
 
     w.base = event_base_new();
     if (w.base == NULL) {
@@ -265,8 +266,8 @@ int main(int argc, char **argv)
 
     int rc = statedir_open(&w.sd, w.cfg.controller.state_dir, why, sizeof(why));
     if (rc != 0) {
-        log_event(LOG_ERROR, "raftd", "state directory unusable; exiting", "exit=%d error=\"%s\"",
-                  rc, why);
+        log_event(LOG_ERROR, "raftd", "state directory unusable; exiting", "exit=%d error=%s",
+                  rc, log_q(why));
         event_base_free(w.base);
         cfg_free(&w.cfg);
         return rc;
@@ -287,8 +288,8 @@ int main(int argc, char **argv)
         pthread_join(kat, NULL);
     }
     if (rc != 0) {
-        log_event(LOG_ERROR, "raftd", "cannot start the replica; exiting", "exit=%d error=\"%s\"",
-                  rc, why);
+        log_event(LOG_ERROR, "raftd", "cannot start the replica; exiting", "exit=%d error=%s",
+                  rc, log_q(why));
         statedir_close(&w.sd);
         event_base_free(w.base);
         cfg_free(&w.cfg);
@@ -311,8 +312,8 @@ int main(int argc, char **argv)
     evsignal_add(w.ev_usr2, NULL);
 
     node_enable_status(w.node);
-    log_event(LOG_INFO, "raftd", "running", "node_id=%u state_dir=\"%s\" peers=%zu", w.node_id,
-              w.cfg.controller.state_dir, w.cfg.controller.npeers);
+    log_event(LOG_INFO, "raftd", "running", "node_id=%u state_dir=%s peers=%zu", w.node_id,
+              log_q(w.cfg.controller.state_dir), w.cfg.controller.npeers);
 
     event_base_dispatch(w.base);
 

@@ -183,16 +183,18 @@ int main(int argc, char **argv)
         return 0;
     }
     log_setup((enum log_level)log_level_parse(cfg.log.level), "spurctld");
+    /* Every line from here on names the replica (the responder inherits the tag). */
+    log_set_node(cfg_node_id(&cfg, hostname));
 
     char worker_path[PATH_MAX];
     if (find_worker(worker, worker_path, sizeof(worker_path)) != 0) {
         log_event(LOG_ERROR, "sup", "cannot find an executable worker; exiting 71",
-                  "path=\"%s\" err=\"%s\"", worker_path, strerror(errno));
+                  "path=%s err=\"%s\"", log_q(worker_path), strerror(errno));
         cfg_free(&cfg);
         return EXIT_OSERR;
     }
-    log_event(LOG_INFO, "sup", "starting", "version=%s config=\"%s\" state_dir=\"%s\"",
-              SPUR_VERSION, cfg.source, cfg.controller.state_dir);
+    log_event(LOG_INFO, "sup", "starting", "version=%s config=%s state_dir=%s",
+              SPUR_VERSION, log_q(cfg.source), log_q(cfg.controller.state_dir));
 
     struct sup_options so = {
         .cfg = &cfg,

@@ -278,8 +278,8 @@ static int spawn_worker(struct sup *s)
     s->hi.last_frame_ns = s->worker_start_ns;
     s->last_run_ns = s->worker_start_ns;
     publish(s);
-    log_event(LOG_INFO, "sup", "worker started", "pid=%d path=\"%s\"", (int)pid,
-              s->opt->worker_path);
+    log_event(LOG_INFO, "sup", "worker started", "pid=%d path=%s", (int)pid,
+              log_q(s->opt->worker_path));
     return 0;
 }
 
@@ -614,7 +614,7 @@ static void on_frame(struct sup *s, const struct worker_status *w, uint64_t now)
         log_event(LOG_WARN, "sup", "worker resumed sending status frames", NULL);
     }
     if (changed) {
-        log_event(LOG_INFO, "sup", "worker status", "phase=%s node=%u role=%s term=%llu leader=%u",
+        log_event(LOG_INFO, "sup", "worker status", "phase=%s worker_node=%u role=%s term=%llu leader=%u",
                   status_phase_name(w->phase), w->node_id, status_role_name(w->role),
                   (unsigned long long)w->term, w->leader_id);
         notify_status(s);
@@ -1043,7 +1043,7 @@ int sup_run(const struct sup_options *opt)
         s.health_fd = responder_listen(s.cfg->health.bind, s.cfg->health.port, why, sizeof(why));
         if (s.health_fd < 0) {
             log_event(LOG_ERROR, "sup", "cannot open the health listener; exiting 71",
-                      "addr=\"%s\"", why);
+                      "addr=%s", log_q(why));
             teardown(&s);
             return EXIT_OSERR;
         }

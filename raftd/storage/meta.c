@@ -102,8 +102,8 @@ int meta_load(int dirfd, const char *dirpath, struct meta_state *st, bool *found
     memset(st, 0, sizeof(*st));
     *found = false;
     if (unlinkat(dirfd, META_TMP_FILE, 0) == 0)
-        log_event(LOG_INFO, "storage", "removed an interrupted hard state update", "file=%s/%s",
-                  dirpath, META_TMP_FILE);
+        log_event(LOG_INFO, "storage", "removed an interrupted hard state update",
+                  "dir=%s file=%s", log_q(dirpath), META_TMP_FILE);
     else if (errno != ENOENT)
         return diskio_fail_errno(err, errno, "storage: remove %s/%s", dirpath, META_TMP_FILE);
 

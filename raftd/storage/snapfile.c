@@ -236,8 +236,8 @@ int snapfile_remove_tmp(int dirfd, const char *dirpath, struct diskio_err *err)
             closedir(d);
             return diskio_fail_errno(err, e, "storage: remove %s/%s", dirpath, de->d_name);
         }
-        log_event(LOG_INFO, "storage", "removed an unfinished snapshot", "file=%s/%s", dirpath,
-                  de->d_name);
+        log_event(LOG_INFO, "storage", "removed an unfinished snapshot", "dir=%s file=%s",
+                  log_q(dirpath), log_q(de->d_name));
     }
     closedir(d);
     return DISKIO_OK;

@@ -746,7 +746,7 @@ static void finish_group(struct storage *st, struct req *group, int rc, uint64_t
         st->failed = rc;
         st->fail_err = *err;
         log_event(LOG_ERROR, "storage", "write failed; storage stopped, restart needed",
-                  "err=\"%s\"", err->msg);
+                  "err=%s", log_q(err->msg));
     }
     while (group != NULL) {
         struct req *r = group;
@@ -1068,8 +1068,8 @@ static int choose_snapshot(struct storage *st, const struct snapfile_entry *v, s
         log_event(LOG_ERROR, "storage",
                   "newest snapshot is damaged; starting from the older one and the log, "
                   "nothing is lost; the damaged file is renamed *.corrupt (check the disk)",
-                  "damaged=%s using=%s from_log=%" PRIu64 "..%" PRIu64 " err=%s", newest->name,
-                  older->name, f.need_first, f.need_last, log_quote(oq, sizeof(oq), first_err.msg));
+                  "damaged=%s using=%s from_log=%" PRIu64 "..%" PRIu64 " err=%s", log_q(newest->name),
+                  log_q(older->name), f.need_first, f.need_last, log_quote(oq, sizeof(oq), first_err.msg));
         *chosen = (long)n - 2;
         *quarantine = (long)n - 1;
     }
@@ -1224,7 +1224,7 @@ int storage_open(const char *dir, const struct storage_options *opts, struct sto
         goto fail;
     if (!found && (wr.replay.n > wr.replay.start || rec->has_snapshot))
         log_event(LOG_WARN, "storage", "no hard state file but a log or snapshot exists", "dir=%s",
-                  dir);
+                  log_q(dir));
     if (rec->n_entries > 0 && hs.term < rec->last_term)
         log_event(LOG_WARN, "storage", "hard state term is below the last log term",
                   "term=%" PRIu64 " last_log_term=%" PRIu64, hs.term, rec->last_term);
@@ -1280,7 +1280,7 @@ int storage_open(const char *dir, const struct storage_options *opts, struct sto
     log_event(LOG_INFO, "storage", "recovered",
               "dir=%s term=%" PRIu64 " vote=%" PRIu64 " snapshot_index=%" PRIu64
               " entries=%zu last_index=%" PRIu64 " segments=%zu bytes_read=%" PRIu64 " ms=%" PRIu64,
-              dir, rec->term, rec->vote, rec->has_snapshot ? rec->snapshot.index : 0,
+              log_q(dir), rec->term, rec->vote, rec->has_snapshot ? rec->snapshot.index : 0,
               rec->n_entries, rec->last_index, st->wal.n_segs, wr.bytes_read,
               (mono_ns() - t0) / 1000000);
     wal_recovery_free(&wr);

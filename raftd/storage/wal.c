@@ -574,8 +574,8 @@ int wal_remove_tmp(int dirfd, const char *dirpath, struct diskio_err *err)
             closedir(d);
             return diskio_fail_errno(err, e, "storage: remove %s/%s", dirpath, de->d_name);
         }
-        log_event(LOG_INFO, "storage", "removed an unfinished log segment", "file=%s/%s", dirpath,
-                  de->d_name);
+        log_event(LOG_INFO, "storage", "removed an unfinished log segment", "dir=%s file=%s",
+                  log_q(dirpath), log_q(de->d_name));
     }
     closedir(d);
     return DISKIO_OK;
@@ -1014,8 +1014,8 @@ int wal_writer_open(struct wal_writer *w, int dirfd, const char *dirpath,
             return rc;
         }
         log_event(LOG_WARN, "storage", "truncated a torn log tail",
-                  "file=%s/%s offset=%" PRIu64 " bytes=%" PRIu64 " why=\"%s\"", dirpath, name,
-                  rec->torn_off, rec->torn_bytes, rec->torn_why);
+                  "dir=%s file=%s offset=%" PRIu64 " bytes=%" PRIu64 " why=%s", log_q(dirpath),
+                  log_q(name), rec->torn_off, rec->torn_bytes, log_q(rec->torn_why));
     } else if (target > a->size) {
         if (preallocate(w->fd, a->size, target) < 0 || diskio_sync_fd(&w->sync, w->fd, false) < 0) {
             rc = diskio_fail_errno(err, errno, "storage: preallocate %s/%s", dirpath, name);
