@@ -110,3 +110,13 @@ void health_shm_read(struct health_shm *shm, struct health_inputs *out)
      */
     read_fields(shm, out);
 }
+
+uint64_t health_own_pause_ns(uint64_t before_ns, uint64_t after_ns, uint64_t timeout_ns)
+{
+    if (after_ns <= before_ns)
+        return 0;
+    uint64_t took = after_ns - before_ns;
+    if (took <= timeout_ns + (uint64_t)HEALTH_PAUSE_MIN_MS * 1000000ull)
+        return 0;
+    return took;
+}

@@ -49,6 +49,22 @@ struct health_answer {
 void health_eval(const struct health_inputs *in, uint64_t now_ns, struct health_answer *healthz,
                  struct health_answer *readyz);
 
+/*
+ * A process whose own wait came back this much later than it asked for was not running
+ * (SIGSTOP of the whole replica, a frozen VM): the worker most likely was not either, and
+ * the time is not held against it. Both the supervisor (its 20 ms tick) and the responder
+ * (its idle wake-up) apply the rule, so neither a kill nor a "stalled" answer follows a
+ * freeze of the whole replica.
+ */
+#define HEALTH_PAUSE_MIN_MS 250
+
+/*
+ * How long the caller was not running, given the monotonic time before a wait, after it,
+ * and the wait's own timeout: the whole time since before the wait when it came back more
+ * than HEALTH_PAUSE_MIN_MS late, else 0.
+ */
+uint64_t health_own_pause_ns(uint64_t before_ns, uint64_t after_ns, uint64_t timeout_ns);
+
 struct health_shm {
     _Atomic uint32_t seq; /* odd while the writer is inside an update */
     _Atomic uint32_t worker_state;

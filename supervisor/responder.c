@@ -45,6 +45,7 @@
 #define IN_MAX 2048  /* request header limit (above it: 431), and the input buffered */
 #define OUT_MAX 1024 /* pending response bytes per connection: several answers */
 #define SWEEP_MS 100
+#define WAKE_MS 100 /* the longest wait: a later wake-up means we were frozen */
 
 _Static_assert(OUT_MAX >= HTTP_RESPONSE_MAX, "room for at least one response");
 
@@ -71,6 +72,13 @@ struct responder {
     uint32_t nconns;
     uint64_t next_sweep_ms;
     bool worker_gone; /* the pidfd became readable: the worker has exited */
+    /*
+     * Our own pause (health_own_pause_ns): while the page still shows the last frame it
+     * showed when we noticed, that frame is taken as excuse_ns younger, the same rule the
+     * supervisor applies before it rewrites the page on its next tick.
+     */
+    uint64_t excuse_ns;
+    uint64_t excuse_frame_ns;
 };
 
 /* Tags in epoll data for the two non-connection descriptors. */
@@ -153,6 +161,12 @@ static void probe_answer(void *arg, enum http_route route, int *code, const char
     struct health_inputs in;
     struct health_answer hz, rz;
     health_shm_read(r->rc->shm, &in);
+    if (r->excuse_ns != 0) {
+        if (in.last_frame_ns == r->excuse_frame_ns)
+            in.last_frame_ns += r->excuse_ns;
+        else
+            r->excuse_ns = 0; /* the supervisor has run since: its page is current */
+    }
     if (worker_exited(r))
         in.worker_state = WORKER_DEAD;
     health_eval(&in, mono_ns(), &hz, &rz);
@@ -352,12 +366,25 @@ void responder_main(const struct responder_config *rc)
 
     for (;;) {
         uint64_t now = mono_ms();
-        int timeout = r.nconns > 0 ? (int)(r.next_sweep_ms > now ? r.next_sweep_ms - now : 0)
-                                   : 1000;
+        /* Wake at least every WAKE_MS, so that a late wake-up tells us we were frozen. */
+        int timeout = WAKE_MS;
+        if (r.nconns > 0 && r.next_sweep_ms < now + WAKE_MS)
+            timeout = (int)(r.next_sweep_ms > now ? r.next_sweep_ms - now : 0);
+        uint64_t before_ns = mono_ns();
         int n = epoll_wait(r.ep, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
             log_event(LOG_ERROR, "health", "epoll_wait failed", "err=\"%s\"", strerror(errno));
             _exit(EXIT_OSERR);
+        }
+        uint64_t paused = health_own_pause_ns(before_ns, mono_ns(), (uint64_t)timeout * 1000000ull);
+        if (paused != 0) {
+            struct health_inputs in;
+            health_shm_read(rc->shm, &in);
+            if (r.excuse_ns == 0 || in.last_frame_ns != r.excuse_frame_ns) {
+                r.excuse_ns = 0;
+                r.excuse_frame_ns = in.last_frame_ns;
+            }
+            r.excuse_ns += paused;
         }
         now = mono_ms();
         parent_check(rc);

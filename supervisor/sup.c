@@ -85,7 +85,7 @@
  * stopped, or the whole host frozen. Well above any scheduling delay of a busy node, well
  * below the smallest useful stall timeout.
  */
-#define PAUSE_MIN_MS 250
+#define PAUSE_MIN_MS HEALTH_PAUSE_MIN_MS
 
 static const int handled_signals[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 #define NSIGS (sizeof(handled_signals) / sizeof(handled_signals[0]))

@@ -171,6 +171,30 @@ def test_whole_replica_pause_longer_than_kill_timeout_does_not_kill_the_worker(s
     assert late and all(x[2] == 200 for x in late), [x for x in late if x[2] != 200][:3]
 
 
+def test_responder_thawed_first_does_not_report_the_freeze_as_a_stall(sups):
+    # The responder applies the pause rule to itself: thawed before the supervisor has
+    # run (so the shared page still holds the frame time from before the freeze), its
+    # first answer must not be "stalled". Before the rule it was.
+    sup = sups.start(sups.config())
+    sup.wait_ready()
+    wpid, rpid = sup.worker_pid(), sup.responder_pid()
+    stall_s = sup.cfg["supervisor"]["stall_timeout_ms"] / 1000
+    group = [sup.pid, rpid, wpid]
+    _freeze(group, signal.SIGSTOP)
+    try:
+        wait_until(lambda: all(proc_state(p) == "T" for p in group), 2, what="all stopped")
+        time.sleep(stall_s + 0.5)
+        os.kill(rpid, signal.SIGCONT)
+        first = sup.get("/readyz")
+        health = sup.get("/healthz")
+    finally:
+        _freeze(group, signal.SIGCONT)
+    assert first == (200, "ok\n"), first
+    assert health == (200, "ok\n"), health
+    sup.wait_ready(5)
+    assert sup.proc.poll() is None, sup.log()
+
+
 def test_worker_stopped_alone_while_the_supervisor_runs_is_still_killed(sups):
     # The counterpart of the pause rule: the supervisor ran all along, so the stop counts.
     sup = sups.start(sups.config())

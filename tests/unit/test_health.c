@@ -449,6 +449,22 @@ static void finish_update(struct health_shm *shm, const struct health_inputs *in
     atomic_fetch_add(&shm->seq, 1);
 }
 
+START_TEST(test_own_pause)
+{
+    const uint64_t ms = 1000000ull;
+    /* On time, or late by scheduling noise: not a pause. */
+    ck_assert_uint_eq(health_own_pause_ns(1000 * ms, 1100 * ms, 100 * ms), 0);
+    ck_assert_uint_eq(health_own_pause_ns(1000 * ms, 1000 * ms + 350 * ms, 100 * ms), 0);
+    /* Woken early by an event: not a pause. */
+    ck_assert_uint_eq(health_own_pause_ns(1000 * ms, 1001 * ms, 100 * ms), 0);
+    /* Back far later than asked: the whole time since before the wait is excused. */
+    ck_assert_uint_eq(health_own_pause_ns(1000 * ms, 1000 * ms + 351 * ms, 100 * ms), 351 * ms);
+    ck_assert_uint_eq(health_own_pause_ns(1000 * ms, 9000 * ms, 0), 8000 * ms);
+    /* A clock that did not move forward is never a pause. */
+    ck_assert_uint_eq(health_own_pause_ns(1000 * ms, 900 * ms, 0), 0);
+}
+END_TEST
+
 START_TEST(test_shm_writer_preempted_mid_update)
 {
     /* The writer stalls 20 ms inside an update; the reader must wait it out, not mix. */
@@ -509,6 +525,7 @@ static Suite *health_suite(void)
     tcase_add_test(tc, test_shm_reader_races_writer);
     tcase_add_test(tc, test_shm_writer_preempted_mid_update);
     tcase_add_test(tc, test_shm_writer_stuck_mid_update);
+    tcase_add_test(tc, test_own_pause);
     suite_add_tcase(s, tc);
     return s;
 }
