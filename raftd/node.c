@@ -32,9 +32,14 @@
  *    says so in the log (an operator must add it with scontrol raft add-learner).
  *
  * 5. Status frames tell the supervisor the truth: STARTING while recovering, RUNNING once
- *    the log is loaded, the role, term and leader as the core reports them, STOPPING on
- *    shutdown. They are sent on every change of phase, role, term or leader, and at least
- *    every supervisor.heartbeat_ms.
+ *    the log is loaded, the role and term as the core reports them, STOPPING on shutdown.
+ *    The leader is reported (leader_id != 0, which makes /readyz say "ok") only once this
+ *    replica could serve a linearizable read at once: it has applied up to a ReadIndex it
+ *    obtained from the current leader after that leader became known (readiness_check).
+ *    A replica restarted on an idle cluster, or one that knows a leader but lags, is
+ *    "noleader" until then: there is no leader it can serve through yet. Frames are sent
+ *    on every change of phase, role, term or reported leader, and at least every
+ *    supervisor.heartbeat_ms.
  *
  * 6. Snapshots are taken when raft.snapshot_entries entries have been applied since the
  *    last one: the state machine is serialised on the loop (fast), the file is written
@@ -59,8 +64,10 @@
 #define FSM_TICK_MS 30000         /* leader's clock into the log when idle */
 #define BOOT_WAIT_MIN_MS 500
 #define STOP_LINGER_MS 100 /* after a hand-over, time for forwarded answers to come back */
+#define READY_RETRY_MS 250 /* a follower's readiness read unanswered this long: ask again */
 
 static void handle_update(struct node *n, const struct raft_update *u);
+static void readiness_check(struct node *n);
 
 uint64_t node_now_ms(void)
 {
@@ -102,7 +109,8 @@ void node_report_status(struct node *n, bool force)
         raft_get_status(n->raft, &rs);
         s.role = status_role_of(rs.role);
         s.term = rs.term;
-        s.leader_id = rs.leader;
+        /* the leader it can serve through: none until caught up (readiness_check) */
+        s.leader_id = n->caught_up && n->ready_leader == rs.leader ? rs.leader : 0;
         s.commit_index = rs.commit;
         s.applied_index = n->applied;
     } else {
@@ -125,7 +133,88 @@ static void on_status_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    readiness_check(arg); /* retries a readiness read that got no answer */
     node_report_status(arg, true);
+}
+
+/* ---- readiness -------------------------------------------------------------------- */
+
+bool node_is_caught_up(const struct node *n)
+{
+    return n->raft != NULL && !n->stopping && n->leader != 0 && n->caught_up &&
+           n->ready_leader == n->leader && n->ready_term == n->term;
+}
+
+static void issue_ready_read(struct node *n)
+{
+    n->ready_read_id = ++n->next_read_id; /* the API's id space: no clash with a client */
+    n->ready_read_ms = node_now_ms();
+    n->ready_released = false;
+    n->in_readiness = true;
+    struct raft_event ev = {.type = RAFT_EV_READ, .now = n->ready_read_ms};
+    ev.read_id = n->ready_read_id;
+    int rc = node_step_ex(n, &ev, NULL, NULL, NULL);
+    n->in_readiness = false;
+    if (rc != RAFT_OK)
+        n->ready_read_id = 0; /* not taken (no leader, too many reads): the next check asks */
+}
+
+/*
+ * Is this replica caught up with the current leader? It is once it has applied up to a
+ * ReadIndex the leader gave it after it became known: exactly what a linearizable read
+ * here would wait for. On the leader the read is released once its no-op has committed
+ * and a quorum confirmed it still leads. A changed (term, leader) starts over. Called
+ * after every update and from the status timer, which also retries a follower's read
+ * whose request or answer was lost (a retry with the same id replaces the attempt).
+ */
+static void readiness_check(struct node *n)
+{
+    if (n->in_readiness || n->raft == NULL || n->exit_code != 0)
+        return;
+    if (n->leader != n->ready_leader || n->term != n->ready_term) {
+        if (n->caught_up)
+            log_event(LOG_INFO, "raftd", "not caught up: the leader changed",
+                      "leader=%u term=%llu", n->leader, (unsigned long long)n->term);
+        n->caught_up = false;
+        n->ready_leader = n->leader;
+        n->ready_term = n->term;
+        n->ready_read_id = 0;
+        n->ready_released = false;
+    }
+    if (n->caught_up || n->leader == 0 || n->stopping)
+        return;
+    if (n->ready_released) {
+        if (n->applied < n->ready_index)
+            return;
+        n->caught_up = true;
+        n->ready_read_id = 0;
+        log_event(LOG_INFO, "raftd", "caught up with the leader",
+                  "leader=%u term=%llu applied=%llu", n->leader, (unsigned long long)n->term,
+                  (unsigned long long)n->applied);
+        node_report_status(n, false);
+        return;
+    }
+    uint64_t now = node_now_ms();
+    if (n->ready_read_id == 0 ||
+        (n->role != RAFT_LEADER && now - n->ready_read_ms >= READY_RETRY_MS)) {
+        issue_ready_read(n);
+        if (n->ready_released)
+            readiness_check(n); /* released at once (a sole voter): caught up now */
+    }
+}
+
+/* Take the readiness read's answer out of reads[]; true when rs was it. */
+static bool readiness_read_released(struct node *n, const struct raft_read_state *rs)
+{
+    if (n->ready_read_id == 0 || rs->id != n->ready_read_id)
+        return false;
+    if (rs->rc == RAFT_OK) {
+        n->ready_released = true;
+        n->ready_index = rs->index;
+    } else {
+        n->ready_read_id = 0; /* leadership moved first: ask the next leader */
+    }
+    return true;
 }
 
 /* ---- stepping the core ------------------------------------------------------------ */
@@ -542,6 +631,31 @@ static void soft_state(struct node *n, const struct raft_update *u)
     node_report_status(n, false);
 }
 
+/*
+ * The core learned that its leader holds our acknowledgement of entries this replica no
+ * longer has (raft_counters.lost_acked): the state dir was wiped or replaced, or writes
+ * were lost with fsync off. This is the evidence that a disk was lost; an empty state
+ * dir alone is not, since a founding member that starts after the others were already
+ * founding the cluster also starts empty.
+ */
+static void lost_log_check(struct node *n)
+{
+    struct raft_status rs;
+    if (n->raft == NULL)
+        return;
+    raft_get_status(n->raft, &rs);
+    if (rs.counters.lost_acked <= n->lost_acked_seen)
+        return;
+    n->lost_acked_seen = rs.counters.lost_acked;
+    log_event(LOG_WARN, "raftd",
+              "this replica lost log entries it had acknowledged: it lost its disk (state dir "
+              "wiped or replaced) or writes that were not synced; the leader catches it up, "
+              "but it may have forgotten a vote: the safe course is to remove it and add it "
+              "back with a new id",
+              "node_id=%u leader=%u term=%llu last_index=%llu", n->id, rs.leader,
+              (unsigned long long)rs.term, (unsigned long long)rs.last_index);
+}
+
 /* Leader housekeeping: the configuration's partitions and settings, the log clock. */
 static void leader_duties(struct node *n)
 {
@@ -616,16 +730,25 @@ static void handle_update(struct node *n, const struct raft_update *u)
     }
     if (u->n_committed > 0)
         apply_entries(n, u);
-    if (u->n_reads > 0)
+    if (u->n_reads > 0) {
+        for (size_t i = 0; i < u->n_reads; i++)
+            readiness_read_released(n, &u->reads[i]);
+        /* the API skips ids it does not wait for, the readiness read among them */
         node_api_reads_released(n, u->reads, u->n_reads);
+    }
     if (u->n_committed > 0 || u->snapshot != NULL)
         node_api_serve_ready_reads(n);
     soft_state(n, u);
     arm_tick(n, u->next_deadline);
-    if (u->n_committed > 0) {
+    if (u->n_committed > 0)
         maybe_snapshot(n);
-        leader_duties(n);
-    }
+    /*
+     * On every update, not only on commits: the log clock must tick on an idle cluster,
+     * where nothing commits (then the leader's heartbeat ticks are what call us).
+     */
+    leader_duties(n);
+    lost_log_check(n);
+    readiness_check(n);
 }
 
 /* ---- peers and bootstrap ---------------------------------------------------------- */
@@ -652,23 +775,25 @@ static void try_bootstrap(struct node *n)
         if (id == n->id)
             continue;
         if (n->peer_has_cluster[id]) {
+            /*
+             * Empty state and a running cluster that lists this node: on a first boot this
+             * is the founding member whose peers founded the cluster a moment before its
+             * own handshakes went out (a quorum of empty peers is enough to found), so it
+             * is no sign of a lost disk. The evidence of a lost disk comes later, from the
+             * leader (lost_log_check).
+             */
             if (n->peer_lists_us[id] && !n->waiting_logged) {
-                log_event(LOG_WARN, "raftd",
-                          "empty state, but the running cluster lists this node: rejoining to "
-                          "be caught up; if this replica lost its disk, the safe course is to "
-                          "remove it and add it back with a new id",
+                n->waiting_logged = true;
+                log_event(LOG_INFO, "raftd",
+                          "peers run a cluster that lists this node; joining it, not founding "
+                          "one",
                           "node_id=%u peer=%zu", n->id, id);
-            }
-            if (!n->peer_lists_us[id] && !n->waiting_logged) {
+            } else if (!n->waiting_logged) {
                 n->waiting_logged = true;
                 log_event(LOG_WARN, "raftd",
                           "peers run a cluster whose configuration does not list this node; "
                           "waiting to be added (scontrol raft add-learner)",
                           "node_id=%u peer=%zu", n->id, id);
-            } else if (!n->waiting_logged) {
-                n->waiting_logged = true;
-                log_event(LOG_INFO, "raftd", "peers run a cluster; joining it, not founding one",
-                          "peer=%zu", id);
             }
             struct storage_recovered none;
             memset(&none, 0, sizeof(none));
@@ -743,6 +868,7 @@ static int start_raft(struct node *n, struct storage_recovered *rec, bool bootst
     opt.max_entry_bytes = n->cfg->controller.max_frame_bytes;
     opt.max_msg_bytes = n->cfg->controller.max_frame_bytes / 2;
     opt.snapshot_chunk_bytes = 256 * 1024;
+    opt.max_uncommitted_bytes = n->cfg->raft.max_uncommitted_bytes;
 
     st.term = rec->term;
     st.vote = (raft_id)rec->vote;

@@ -216,11 +216,29 @@ void node_api_flush(struct node *n)
     n->batch = NULL;
     n->capbatch = 0;
     int rc = node_step_ex(n, &ev, &first, &term, NULL);
+    char busy[160] = "";
+    if (rc == RAFT_EBUSY && n->raft != NULL) {
+        /* BUSY: nothing was appended, so a retry cannot apply anything twice */
+        struct raft_status rs;
+        raft_get_status(n->raft, &rs);
+        if (rs.transferee != 0)
+            snprintf(busy, sizeof(busy), "leadership is being handed over to node %u",
+                     rs.transferee);
+        else
+            snprintf(busy, sizeof(busy),
+                     "%llu bytes of writes wait to commit (raft.max_uncommitted_bytes is %u)",
+                     (unsigned long long)rs.uncommitted_bytes,
+                     n->cfg->raft.max_uncommitted_bytes);
+    }
     for (size_t i = 0; i < cnt; i++) {
         struct api_call *call = batch[i].call;
         free(batch[i].data);
-        if (call == NULL)
+        if (call == NULL) {
+            /* A refused internal proposal (partitions, settings): propose it again later. */
+            if (rc != RAFT_OK)
+                n->config_sync_term = 0;
             continue;
+        }
         if (rc == RAFT_OK) {
             n->proposals++;
             add_prop_waiter(n, call, first + i, term, WAIT_FSM, batch[i].deadline_ms);
@@ -229,6 +247,11 @@ void node_api_flush(struct node *n)
         } else if (rc == RAFT_EINVAL) {
             api_reply_error(call, SPUR__API__CODE__CODE_TOO_LARGE, 0, NULL,
                             "the request is too large to replicate");
+        } else if (rc == RAFT_EBUSY) {
+            api_reply_error(call, SPUR__API__CODE__CODE_BUSY, n->leader, NULL,
+                            "the leader cannot take more writes now: %s; not applied, retry "
+                            "later",
+                            busy[0] ? busy : raft_rc_name(rc));
         } else {
             api_reply_error(call, SPUR__API__CODE__CODE_BUSY, n->leader, NULL,
                             "the leader cannot take more writes now (%s); retry",

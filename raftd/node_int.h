@@ -129,6 +129,22 @@ struct node {
     raft_term config_sync_term;
     uint64_t last_fsm_tick_ms;
 
+    /*
+     * Readiness (node.c, readiness_check): this replica says "ready" (and reports the
+     * leader in its status frames) only once it has applied up to a linearizable read index
+     * taken from the current leader, i.e. once it could serve a linearizable read at once.
+     * After every change of (term, leader) it issues such a read of its own.
+     */
+    bool caught_up;
+    raft_term ready_term; /* the (term, leader) caught_up and the read belong to */
+    raft_id ready_leader;
+    uint64_t ready_read_id; /* the read in the core; 0: none outstanding */
+    uint64_t ready_read_ms; /* when it was issued */
+    bool ready_released;    /* the core released it at ready_index */
+    uint64_t ready_index;
+    bool in_readiness;        /* issuing the read steps the core: no re-entry */
+    uint64_t lost_acked_seen; /* raft_counters.lost_acked already logged */
+
     /* shutdown */
     bool stopping;
     uint64_t stop_deadline_ms;
@@ -152,6 +168,8 @@ void node_tick_now(struct node *n);
 uint64_t node_now_ms(void);
 const char *node_leader_api(const struct node *n);
 void node_report_status(struct node *n, bool force);
+/* Knows a leader and has applied up to a read index it gave: what /readyz "ok" means. */
+bool node_is_caught_up(const struct node *n);
 
 /* node_api.c */
 int node_api_init(struct node *n);

@@ -70,6 +70,18 @@ static void render(struct node *n, struct buf *b)
             (double)rs.counters.invalid_msgs);
     counter(b, "spur_raft_stale_messages_total", "Messages of an older term or another node.",
             (double)rs.counters.stale_msgs);
+    gauge(b, "spur_raft_caught_up",
+          "1 when this replica has applied up to a read index of its current leader (ready).",
+          node_is_caught_up(n) ? 1.0 : 0.0);
+    gauge(b, "spur_raft_uncommitted_bytes",
+          "Leader: bytes proposed in its term and not committed (raft.max_uncommitted_bytes).",
+          (double)rs.uncommitted_bytes);
+    counter(b, "spur_raft_proposals_refused_total",
+            "Proposals refused as busy (uncommitted bytes at the cap, or a transfer running).",
+            (double)rs.counters.dropped_proposals);
+    counter(b, "spur_raft_lost_log_total",
+            "Terms in which the leader held acknowledgements of entries this replica had lost.",
+            (double)rs.counters.lost_acked);
 
     struct storage_metrics sm;
     storage_metrics_get(n->st, &sm);
@@ -167,10 +179,11 @@ void node_metrics_handler(void *arg, const char *path, struct httpd_reply *reply
     } else if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
         buf_puts(&reply->body, "ok\n");
     } else if (strcmp(path, "/readyz") == 0) {
+        /* the same decision as the status frames: a leader it has caught up with */
         const char *word = n->stopping ? "stopping"
                            : n->raft == NULL ? "starting"
-                           : n->leader == 0 ? "noleader"
-                                            : "ok";
+                           : !node_is_caught_up(n) ? "noleader"
+                                                   : "ok";
         reply->code = strcmp(word, "ok") == 0 ? 200 : 503;
         buf_printf(&reply->body, "%s\n", word);
     } else {

@@ -50,6 +50,12 @@ struct fwd_read {
     uint64_t token;
 };
 
+/*
+ * A snapshot being received. buf grows with the chunks that arrived (never to the total a
+ * peer claims up front: a chunk that says "total = 1 GiB" with ten bytes costs ten bytes);
+ * buf->len is its capacity, received the bytes filled. buf has one reference, ours, until
+ * install_snapshot() hands it to r->snap.
+ */
 struct snap_rx {
     bool active;
     raft_index index;
@@ -88,6 +94,8 @@ struct raft {
     raft_index persisted;
     raft_index leader_match; /* follower: highest index known to match this term's leader */
     raft_index acked;        /* follower: highest index acknowledged in this term */
+    raft_term lost_term;     /* follower: term in which lost_acked was last counted */
+    uint64_t uncommitted;    /* leader: bytes of its term's NORMAL entries above commit */
     struct raft_config config;
     raft_index config_index;
     struct raft_progress prs[RAFT_MAX_MEMBERS]; /* parallel to config.members */
@@ -615,6 +623,8 @@ static void become_leader(struct raft *r)
     r->leader = r->id;
     r->transferee = 0;
     r->reads.n = 0;
+    /* Entries of earlier terms were proposed by other leaders: they do not count (etcd). */
+    r->uncommitted = 0;
     for (i = 0; i < r->config.n; i++) {
         struct raft_progress *pr = &r->prs[i];
 
@@ -639,6 +649,25 @@ static void become_leader(struct raft *r)
 
 /* ------------------------------------------------------------------ leader: replication */
 
+/*
+ * The bytes of this term's NORMAL entries in (from, to] are committed now: they no longer
+ * count against max_uncommitted_bytes. Exactly the entries propose() counted (every NORMAL
+ * entry of the leader's term was proposed here, in this term), so the sum never goes
+ * below zero; the clamp only guards the invariant.
+ */
+static void release_uncommitted(struct raft *r, raft_index from, raft_index to)
+{
+    raft_index i;
+
+    for (i = from + 1; i <= to && r->uncommitted > 0; i++) {
+        const struct raft_entry *e = raft_log_get(&r->log, i);
+
+        if (e == NULL || e->term != r->term || e->type != RAFT_ENTRY_NORMAL)
+            continue;
+        r->uncommitted = e->len < r->uncommitted ? r->uncommitted - e->len : 0;
+    }
+}
+
 static bool maybe_commit(struct raft *r)
 {
     raft_index m[RAFT_MAX_MEMBERS], q_index;
@@ -662,6 +691,7 @@ static bool maybe_commit(struct raft *r)
     /* Figure 8: only an entry of the current term commits by counting replicas. */
     if (q_index <= r->commit || raft_log_term(&r->log, q_index) != r->term)
         return false;
+    release_uncommitted(r, r->commit, q_index);
     r->commit = q_index;
     return true;
 }
@@ -936,6 +966,19 @@ static void handle_append(struct raft *r, const struct raft_msg *m)
     /* else the acknowledgement goes when the shell reports the write durable */
 }
 
+/*
+ * A heartbeat carries min(the follower's match, the leader's commit): an index this node
+ * acknowledged to this leader in this term. The node takes it only up to leader_match,
+ * what it knows matches the leader's log in this term; after a restart leader_match is 0
+ * although the log on disk still matches, and then the answer says so (reject), so that
+ * the leader probes it and the next AppendEntries re-establishes the match and brings the
+ * commit index, without waiting for a client write.
+ *
+ * The same index also tells whether this node lost what it acknowledged: an
+ * acknowledgement is sent only for durable entries, and within one term a leader never
+ * asks a follower to drop entries it acknowledged, so a log that now ends below that index
+ * lost them (a wiped state dir, writes that were not synced). Counted once per term.
+ */
 static void handle_heartbeat(struct raft *r, const struct raft_msg *m)
 {
     struct raft_msg *resp;
@@ -943,11 +986,16 @@ static void handle_heartbeat(struct raft *r, const struct raft_msg *m)
 
     if (c > r->commit)
         r->commit = c;
+    if (!r->installing && m->commit > raft_log_last(&r->log) && r->lost_term != r->term) {
+        r->lost_term = r->term;
+        r->counters.lost_acked++;
+    }
     resp = new_msg(r, RAFT_MSG_HEARTBEAT_RESP, m->from);
     if (resp != NULL) {
         resp->ctx = m->ctx;
         /* How much log is durable here: lets a leader notice a follower that lost it. */
         resp->index = r->persisted;
+        resp->reject = m->commit > r->leader_match && !r->installing;
     }
 }
 
@@ -1000,6 +1048,37 @@ static void install_snapshot(struct raft *r)
     r->out_snapshot = true;
 }
 
+/*
+ * Make room for `need` bytes (need <= rx->total, checked by validate_msg): at least
+ * double the capacity so that N chunks cost O(log N) reallocations, but never beyond the
+ * total, and never ahead of the bytes that really arrived by more than that doubling.
+ * When the last chunk is in, the buffer is exactly total bytes, as raft_buf.len must be.
+ */
+static int rx_reserve(struct snap_rx *rx, uint64_t need)
+{
+    uint64_t cap = rx->buf ? rx->buf->len : 0, want;
+    struct raft_buf *nb;
+
+    if (need == rx->total) {
+        if (rx->buf != NULL && cap == rx->total)
+            return RAFT_OK;
+        want = rx->total; /* the last chunk: exactly the snapshot's size */
+    } else {
+        if (need <= cap)
+            return RAFT_OK;
+        want = cap * 2 > need ? cap * 2 : need;
+        if (want > rx->total)
+            want = rx->total;
+    }
+    if (want > SIZE_MAX - sizeof(struct raft_buf))
+        return RAFT_ENOMEM;
+    nb = rx->buf ? raft_buf_resize(rx->buf, (size_t)want) : raft_buf_new((size_t)want);
+    if (nb == NULL)
+        return RAFT_ENOMEM;
+    rx->buf = nb;
+    return RAFT_OK;
+}
+
 static void handle_snapshot(struct raft *r, const struct raft_msg *m)
 {
     const struct raft_snapshot_chunk *c = &m->snap;
@@ -1020,22 +1099,19 @@ static void handle_snapshot(struct raft *r, const struct raft_msg *m)
         return;
     }
     if (c->offset == 0) {
-        struct raft_buf *b = raft_buf_new((size_t)c->total);
+        struct raft_config cfg;
 
-        if (b == NULL)
-            return;
-        raft_buf_unref(rx->buf);
-        memset(rx, 0, sizeof(*rx));
-        if (raft_config_decode(c->config, c->config_len, &rx->config) != RAFT_OK) {
-            raft_buf_unref(b);
+        if (raft_config_decode(c->config, c->config_len, &cfg) != RAFT_OK) {
             r->counters.invalid_msgs++;
             return;
         }
+        raft_buf_unref(rx->buf);
+        memset(rx, 0, sizeof(*rx));
+        rx->config = cfg;
         rx->active = true;
         rx->index = c->index;
         rx->term = c->term;
         rx->total = c->total;
-        rx->buf = b;
     } else if (!rx->active || rx->index != c->index || rx->term != c->term ||
                rx->total != c->total || rx->received != c->offset) {
         bool same = rx->active && rx->index == c->index && rx->term == c->term;
@@ -1043,6 +1119,8 @@ static void handle_snapshot(struct raft *r, const struct raft_msg *m)
         respond_snapshot(r, m->from, c->index, same ? rx->received : 0, false, true);
         return;
     }
+    if (rx_reserve(rx, c->offset + c->len) != RAFT_OK)
+        return; /* out of memory: no answer; the leader resends after a silence */
     if (c->len > 0)
         memcpy(rx->buf->data + c->offset, c->data, c->len);
     rx->received = c->offset + c->len;
@@ -1123,12 +1201,14 @@ static void handle_heartbeat_resp(struct raft *r, struct raft_progress *pr,
         send_append(r, pr, SEND_PROBE_EMPTY);
         break;
     case RAFT_PR_REPLICATE:
-        if (m->index < pr->match) {
+        if (m->reject || m->index < pr->match) {
             /*
              * It has less durable log than it acknowledged: it may have restarted on an
-             * empty disk, or this answer is older than its latest acknowledgement. A probe
-             * tells which; a refusal resets match (handle_append_resp). Without this an
-             * idle leader would never notice, as it has nothing new to send.
+             * empty disk, or this answer is older than its latest acknowledgement. Or it
+             * restarted with its log and no longer knows that its log matches ours
+             * (reject), so it cannot take our commit index. A probe tells which and
+             * brings the commit; a refusal resets match (handle_append_resp). Without this
+             * an idle leader would never notice, as it has nothing new to send.
              */
             raft_progress_probe(pr);
             send_append(r, pr, SEND_NORMAL);
@@ -1495,6 +1575,13 @@ static int propose(struct raft *r, const struct raft_event *ev, struct raft_upda
             return RAFT_EINVAL;
         total += p[i].len;
     }
+    /* etcd's rule: with nothing uncommitted anything allowed goes, so progress is certain */
+    if (r->uncommitted > 0 && total > 0 &&
+        (r->uncommitted >= r->opt.max_uncommitted_bytes ||
+         total > r->opt.max_uncommitted_bytes - r->uncommitted)) {
+        r->counters.dropped_proposals++;
+        return RAFT_EBUSY;
+    }
     if (raft_log_reserve(&r->log, n) != RAFT_OK)
         return RAFT_ENOMEM;
     buf = raft_buf_new((size_t)total);
@@ -1516,6 +1603,7 @@ static int propose(struct raft *r, const struct raft_event *ev, struct raft_upda
         off += p[i].len;
     }
     raft_buf_unref(buf); /* the creator's reference; the entries hold theirs */
+    r->uncommitted += total;
     if (r->emit_from == 0)
         r->emit_from = first;
     r->bcast = true;
@@ -1873,6 +1961,8 @@ static void apply_defaults(struct raft_options *o)
         o->max_snapshot_bytes = 1ull << 30;
     if (o->max_pending_reads == 0)
         o->max_pending_reads = 4096;
+    if (o->max_uncommitted_bytes == 0)
+        o->max_uncommitted_bytes = 64ull << 20;
 }
 
 static int load(struct raft *r, const struct raft_start *st)
@@ -2021,6 +2111,9 @@ void raft_get_status(const struct raft *r, struct raft_status *st)
     st->snapshot_index = r->snap.index;
     st->snapshot_term = r->snap.term;
     st->config_index = r->config_index;
+    st->transferee = r->role == RAFT_LEADER ? r->transferee : 0;
+    st->uncommitted_bytes = r->role == RAFT_LEADER ? r->uncommitted : 0;
+    st->snapshot_rx_bytes = r->rx.buf ? r->rx.buf->len : 0;
     st->n_members = r->config.n;
     for (i = 0; i < r->config.n; i++) {
         struct raft_member_status *ms = &st->members[i];

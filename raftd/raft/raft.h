@@ -89,7 +89,8 @@ enum raft_rc {
     RAFT_EINVAL = -1,     /* malformed input (counted when it came from a message) */
     RAFT_ENOMEM = -2,     /* allocation failed; the node's state is unchanged */
     RAFT_ENOTLEADER = -3, /* this node does not lead; see update.leader for a hint */
-    RAFT_EBUSY = -4,      /* a change is pending, a transfer is running, or a limit is hit */
+    RAFT_EBUSY = -4,      /* a change is pending, a transfer is running, or a limit is hit
+                           * (e.g. max_uncommitted_bytes): retry later */
     RAFT_ENOTREADY = -5,  /* the leader has not yet committed an entry of its term */
     RAFT_ESTALE = -6,     /* an input that no longer applies (old index, old term) */
 };
@@ -109,6 +110,12 @@ struct raft_buf {
 };
 struct raft_buf *raft_buf_new(size_t len); /* NULL on allocation failure */
 struct raft_buf *raft_buf_copy(const void *data, size_t len);
+/*
+ * Resize a buffer that is still being written by its creator, which holds the only
+ * reference (nobody else has seen it). Returns the moved buffer with len bytes (the first
+ * min(old, new) bytes kept), or NULL on allocation failure with b untouched.
+ */
+struct raft_buf *raft_buf_resize(struct raft_buf *b, size_t len);
 void raft_buf_ref(struct raft_buf *b);   /* NULL-safe */
 void raft_buf_unref(struct raft_buf *b); /* NULL-safe; frees at zero */
 
@@ -186,7 +193,9 @@ enum raft_msg_type {
     RAFT_MSG_VOTE,            /* index/log_term=last entry; transfer=ignore leader lease */
     RAFT_MSG_VOTE_RESP,       /* reject */
     RAFT_MSG_HEARTBEAT,       /* commit (<= what the follower matched), ctx=read round */
-    RAFT_MSG_HEARTBEAT_RESP,  /* ctx=echoed read round, index=durable last index */
+    RAFT_MSG_HEARTBEAT_RESP,  /* ctx=echoed read round, index=durable last index,
+                               * reject=the commit sent is beyond what this follower knows
+                               * matches the leader (it restarted): probe it */
     RAFT_MSG_SNAPSHOT,        /* snap: one chunk of the leader's snapshot */
     RAFT_MSG_SNAPSHOT_RESP,   /* reject? index=snapshot index, offset=next byte wanted,
                                * done=installed and durable */
@@ -251,6 +260,14 @@ struct raft_options {
     uint32_t snapshot_chunk_bytes; /* InstallSnapshot chunk; default 1 MiB */
     uint64_t max_snapshot_bytes;   /* refuse larger incoming snapshots; default 1 GiB */
     uint32_t max_pending_reads;    /* default 4096 */
+    /*
+     * Leader: refuse a proposal (RAFT_EBUSY) when the entry bytes it proposed in its term
+     * and has not committed yet would go above this (etcd's MaxUncommittedEntriesSize).
+     * A proposal is always taken when nothing is uncommitted, so one entry of any allowed
+     * size goes through; the no-op and configuration entries do not count. Default
+     * 64 MiB; UINT64_MAX: no limit.
+     */
+    uint64_t max_uncommitted_bytes;
 };
 
 /*
@@ -348,7 +365,10 @@ struct raft_counters {
     uint64_t unknown_sender; /* responses from nodes not in the configuration */
     uint64_t rejected_appends;
     uint64_t dropped_proposals;
-    uint64_t lost_logs;      /* followers that refused entries they had acknowledged */
+    uint64_t lost_logs;  /* followers that refused entries they had acknowledged */
+    uint64_t lost_acked; /* terms in which this node's leader held its acknowledgement of
+                          * entries this node no longer has: its log was lost (wiped
+                          * disk, unsynced writes) */
 };
 
 struct raft_update {
@@ -405,7 +425,10 @@ struct raft_status {
     raft_term last_term;
     raft_index snapshot_index;
     raft_term snapshot_term;
-    raft_index config_index; /* entry that holds the configuration in force (0: snapshot) */
+    raft_index config_index;    /* entry that holds the configuration in force (0: snapshot) */
+    raft_id transferee;         /* leader: target of a running leadership transfer, else 0 */
+    uint64_t uncommitted_bytes; /* leader: what counts against max_uncommitted_bytes */
+    uint64_t snapshot_rx_bytes; /* memory held for a snapshot being received (its chunks) */
     uint32_t n_members;
     struct raft_member_status members[RAFT_MAX_MEMBERS];
     struct raft_counters counters;

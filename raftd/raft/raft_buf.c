@@ -36,6 +36,19 @@ struct raft_buf *raft_buf_copy(const void *data, size_t len)
     return b;
 }
 
+struct raft_buf *raft_buf_resize(struct raft_buf *b, size_t len)
+{
+    struct raft_buf *nb;
+
+    if (b == NULL || len > SIZE_MAX - sizeof(*b))
+        return NULL;
+    nb = realloc(b, sizeof(*nb) + len);
+    if (nb == NULL)
+        return NULL;
+    nb->len = len;
+    return nb;
+}
+
 void raft_buf_ref(struct raft_buf *b)
 {
     if (b != NULL)

@@ -142,6 +142,7 @@ struct sim {
     uint64_t crashes;
     uint64_t changes;
     uint64_t reads_ok;
+    uint64_t busy;
 };
 
 /* ------------------------------------------------------------------ utilities */
@@ -911,6 +912,7 @@ static void node_start(struct sim *s, struct node *nd, bool bootstrap)
     o.max_inflight_msgs = s->cfg.max_inflight_msgs;
     o.max_msg_bytes = s->cfg.max_msg_bytes;
     o.snapshot_chunk_bytes = s->cfg.snapshot_chunk_bytes;
+    o.max_uncommitted_bytes = s->cfg.max_uncommitted_bytes;
     st.term = nd->d_term;
     st.vote = nd->d_vote;
     st.snapshot = nd->d_snap.index ? &nd->d_snap : NULL;
@@ -1357,16 +1359,74 @@ static int client_step(struct sim *s, raft_id id, struct raft_event *ev, struct 
     return rc;
 }
 
+/* Bytes of NORMAL entries of the leader's term above its commit index: what the cap
+ * counts, recomputed from the log so that the core's own bookkeeping is checked. */
+static uint64_t uncommitted_bytes(struct sim *s, raft_id id)
+{
+    struct raft_status st;
+    uint64_t sum = 0;
+    raft_index i;
+
+    sim_status(s, id, &st);
+    if (st.role != RAFT_LEADER)
+        return 0;
+    for (i = st.commit + 1; i <= st.last_index; i++) {
+        const struct raft_entry *e = raft_get_entry(s->nodes[id].r, i);
+
+        if (e != NULL && e->term == st.term && e->type == RAFT_ENTRY_NORMAL)
+            sum += e->len;
+    }
+    return sum;
+}
+
+static void check_proposal_cap(struct sim *s, raft_id id, uint64_t before, bool transfer,
+                               uint32_t len, int rc)
+{
+    uint64_t cap = s->cfg.max_uncommitted_bytes, after;
+    struct raft_status st;
+
+    if (cap == 0 || id == 0 || id > s->n || !s->nodes[id].up)
+        return;
+    if (rc == RAFT_EBUSY) {
+        s->busy++;
+        /* the other EBUSY of a proposal: a leadership transfer was running */
+        if (!transfer && (before == 0 || before + len <= cap))
+            fail(s, "n%u: proposal of %u bytes refused with %llu of %llu bytes uncommitted", id,
+                 len, (unsigned long long)before, (unsigned long long)cap);
+        return;
+    }
+    if (rc != RAFT_OK)
+        return;
+    after = uncommitted_bytes(s, id);
+    sim_status(s, id, &st);
+    if (st.role == RAFT_LEADER && st.uncommitted_bytes != after)
+        fail(s, "n%u: the core counts %llu uncommitted bytes, its log holds %llu", id,
+             (unsigned long long)st.uncommitted_bytes, (unsigned long long)after);
+    if (after > cap && before > 0)
+        fail(s, "n%u: %llu uncommitted bytes after a proposal, cap %llu", id,
+             (unsigned long long)after, (unsigned long long)cap);
+}
+
 int sim_propose(struct sim *s, raft_id id, const char *data, raft_index *index)
 {
     struct raft_proposal p = {.data = data, .len = (uint32_t)strlen(data)};
     struct raft_event ev = {.type = RAFT_EV_PROPOSE};
     struct raft_update out = {0};
+    uint64_t before = 0;
+    bool transfer = false;
     int rc;
 
     ev.propose.entries = &p;
     ev.propose.n = 1;
+    if (s->cfg.max_uncommitted_bytes != 0 && id != 0 && id <= s->n && s->nodes[id].up) {
+        struct raft_status st;
+
+        sim_status(s, id, &st);
+        before = uncommitted_bytes(s, id);
+        transfer = st.transferee != 0;
+    }
     rc = client_step(s, id, &ev, &out);
+    check_proposal_cap(s, id, before, transfer, p.len, rc);
     if (rc == RAFT_OK)
         trace(s, "n%u: propose %s -> %llu/%llu", id, data, (unsigned long long)out.proposed_index,
               (unsigned long long)out.proposed_term);
@@ -1742,6 +1802,57 @@ static void drain_chaos(struct sim *s)
     }
 }
 
+static bool is_member(const struct raft_status *st, raft_id id)
+{
+    uint32_t k;
+
+    for (k = 0; k < st->n_members; k++)
+        if (st->members[k].id == id)
+            return true;
+    return false;
+}
+
+/*
+ * Idle catch-up: with no proposals at all, a follower that restarts (its log intact, its
+ * volatile commit index back at its snapshot) must reach the leader's commit index within
+ * a few heartbeats, carried by heartbeats and the probe they trigger; a replica that
+ * waited for the next client write could not serve a linearizable read meanwhile.
+ */
+static void check_idle_catch_up(struct sim *s)
+{
+    raft_id leader = sim_leader(s), f = 0;
+    struct raft_status lst, fst;
+    uint64_t until;
+    uint32_t k;
+
+    if (leader == 0)
+        return;
+    sim_status(s, leader, &lst);
+    for (k = 1; k <= s->n && f == 0; k++) {
+        sim_status(s, k, &fst);
+        if (k != leader && s->nodes[k].up && is_member(&lst, k))
+            f = k;
+    }
+    if (f == 0)
+        return;
+    trace(s, "run: idle catch-up of n%u (leader n%u commit=%llu)", f, leader,
+          (unsigned long long)lst.commit);
+    sim_crash(s, f);
+    sim_restart(s, f);
+    until = s->now + 10ull * s->cfg.heartbeat_ms + 2ull * s->cfg.election_ms;
+    while (!s->failed && s->now < until) {
+        run_until(s, s->now + 5);
+        sim_status(s, f, &fst);
+        if (fst.commit >= lst.commit && sim_applied(s, f) >= lst.commit)
+            return;
+    }
+    if (!s->failed)
+        fail(s,
+             "liveness: restarted follower n%u stayed at commit %llu on an idle cluster "
+             "(leader commit %llu)",
+             f, (unsigned long long)fst.commit, (unsigned long long)lst.commit);
+}
+
 void sim_run(uint32_t voters, uint64_t seed, uint64_t chaos_ms, FILE *tr,
              struct sim_run_result *res)
 {
@@ -1761,6 +1872,8 @@ void sim_run(uint32_t voters, uint64_t seed, uint64_t chaos_ms, FILE *tr,
     cfg.trace = tr;
     cfg.max_inflight_msgs = 8;
     cfg.max_msg_bytes = 64;
+    /* every other seed with a small proposal cap: a few entries, so partitions hit it */
+    cfg.max_uncommitted_bytes = seed % 2 ? 40 : 0;
     s = sim_create(&cfg, true);
     trace(s, "run: seed=%llu voters=%u spares=%u chaos=%llums", (unsigned long long)seed, voters,
           cfg.spares, (unsigned long long)chaos_ms);
@@ -1827,6 +1940,8 @@ void sim_run(uint32_t voters, uint64_t seed, uint64_t chaos_ms, FILE *tr,
         if (!all && !s->failed)
             fail(s, "liveness: members did not all apply %llu", (unsigned long long)target);
     }
+    if (!s->failed)
+        check_idle_catch_up(s);
     res->ok = !s->failed;
     if (s->failed)
         snprintf(res->failure, sizeof(res->failure), "%s", s->failure);
@@ -1837,6 +1952,7 @@ void sim_run(uint32_t voters, uint64_t seed, uint64_t chaos_ms, FILE *tr,
     res->crashes = s->crashes;
     res->changes = s->changes;
     res->reads = s->reads_ok;
+    res->busy = s->busy;
     if (s->cfg.trace)
         sim_print_status(s, s->cfg.trace);
     sim_free(s);

@@ -16,7 +16,14 @@
  *   - leader completeness: a node that becomes leader holds every entry known committed;
  *   - state machine safety: no two nodes apply different entries at one index, every node
  *     applies in order without gaps, and an installed snapshot equals what others applied;
- *   - durability contract: messages released after persistence never precede the write.
+ *   - durability contract: messages released after persistence never precede the write;
+ *   - proposal cap: a leader's uncommitted bytes of its term stay within
+ *     max_uncommitted_bytes (one proposal may pass it when nothing else was uncommitted),
+ *     and a proposal is refused with RAFT_EBUSY only when it would pass the cap.
+ *
+ * sim_run also checks two liveness properties after healing: a proposal commits and every
+ * member applies it; then, with no further proposals, a follower that restarts catches up
+ * with the leader's commit index within a few heartbeats (the idle catch-up).
  *
  * Two ways to drive it:
  *   - manual (tests and scenarios): messages wait in a mailbox until sim_deliver(); disk
@@ -44,8 +51,9 @@ struct sim_config {
     bool disable_check_quorum;
     uint32_t max_inflight_msgs;
     uint32_t max_msg_bytes;
-    uint32_t snapshot_chunk_bytes; /* default 512 in the simulator, to exercise chunks */
-    FILE *trace;                   /* readable trace of every event; NULL: none */
+    uint32_t snapshot_chunk_bytes;  /* default 512 in the simulator, to exercise chunks */
+    uint64_t max_uncommitted_bytes; /* 0: the core's default */
+    FILE *trace;                    /* readable trace of every event; NULL: none */
 };
 
 struct sim;
@@ -127,6 +135,7 @@ struct sim_run_result {
     uint64_t changes;   /* membership changes committed */
     uint64_t crashes;
     uint64_t reads; /* linearizable reads answered */
+    uint64_t busy;  /* proposals refused by the uncommitted-bytes cap */
 };
 /* One chaos run for `chaos_ms` of virtual time, then heal and check liveness. */
 void sim_run(uint32_t voters, uint64_t seed, uint64_t chaos_ms, FILE *trace,

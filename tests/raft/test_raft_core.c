@@ -841,7 +841,148 @@ START_TEST(test_follower_that_lost_its_log_is_caught_up_again)
     ck_assert_uint_eq(status(s, 3).last_index, status(s, 1).last_index);
     ck_assert_uint_eq(sim_applied(s, 3), sim_applied(s, 1));
     ck_assert_uint_ge(status(s, 1).counters.lost_logs, 1);
+    /* and the wiped node itself learned that it lost what it had acknowledged */
+    ck_assert_uint_eq(status(s, 3).counters.lost_acked, 1);
     sim_free(s);
+}
+END_TEST
+
+/*
+ * The idle-cluster bug: a follower restarted with its log intact has leader_match 0, so
+ * the leader's heartbeats (commit = min(match, commit)) could not move its commit index,
+ * and with nothing new to send the leader never sent an AppendEntries: the follower stayed
+ * at commit 0 until the next client write. Mutation caught: the heartbeat answer without
+ * its "probe me" flag, or a leader ignoring it.
+ */
+START_TEST(test_restarted_follower_catches_up_on_an_idle_cluster)
+{
+    struct sim *s = cluster(3, 0);
+    raft_index last = 0;
+    int i;
+
+    elect(s, 1);
+    for (i = 0; i < 5; i++)
+        last = propose(s, 1, "job");
+    sim_stabilize(s);
+    run_for(s, 50);
+    ck_assert_uint_eq(status(s, 3).commit, last);
+    sim_crash(s, 3);
+    sim_restart(s, 3);
+    ck_assert_uint_eq(status(s, 3).commit, 0);
+    ck_assert_uint_eq(status(s, 3).last_index, last);
+    /* no proposal from here on: five heartbeat intervals (20 ms each) */
+    run_for(s, 100);
+    ck_assert_uint_eq(status(s, 1).last_index, last); /* nothing was written meanwhile */
+    ck_assert_uint_eq(status(s, 3).commit, last);
+    ck_assert_uint_eq(sim_applied(s, 3), last);
+    ck_assert_uint_eq(status(s, 3).counters.lost_acked, 0); /* its log was intact */
+    no_violation(s);
+    sim_free(s);
+}
+END_TEST
+
+/* A raw follower (node 2 of {1,2,3}) for the receiver tests, fed hand-made chunks. */
+static struct raft *raw_follower(struct raft_config *c)
+{
+    struct raft_options o = {.id = 2, .seed = 1, .election_timeout_ms = 1000};
+    struct raft_start st = {.bootstrap = c};
+    struct raft *r;
+
+    memset(c, 0, sizeof(*c));
+    raft_config_add(c, 1, RAFT_MEMBER_VOTER, "a");
+    raft_config_add(c, 2, RAFT_MEMBER_VOTER, "b");
+    raft_config_add(c, 3, RAFT_MEMBER_VOTER, "c");
+    ck_assert_int_eq(raft_new(&o, &st, 0, &r), RAFT_OK);
+    return r;
+}
+
+static int feed_chunk(struct raft *r, struct raft_update *u, const uint8_t *cfgb, int cfglen,
+                      uint64_t total, uint64_t offset, const uint8_t *data, uint32_t len)
+{
+    struct raft_msg m = {.type = RAFT_MSG_SNAPSHOT, .from = 1, .to = 2, .term = 5};
+    struct raft_event ev = {.type = RAFT_EV_RECEIVE, .now = 10};
+
+    m.snap.index = 40;
+    m.snap.term = 4;
+    m.snap.config = cfgb;
+    m.snap.config_len = (uint32_t)cfglen;
+    m.snap.total = total;
+    m.snap.offset = offset;
+    m.snap.data = len ? data : NULL;
+    m.snap.len = len;
+    m.snap.done = offset + len == total;
+    ev.msg = &m;
+    return raft_step(r, &ev, u);
+}
+
+/*
+ * The receiver allocates for the bytes that arrived, not for the total a peer claims: a
+ * first chunk of 100 bytes that says the snapshot is 1 GiB (the most the node accepts)
+ * costs about 100 bytes. Mutation caught: allocating `total` at offset 0 (the old code).
+ */
+START_TEST(test_snapshot_receiver_grows_with_chunks_not_claimed_total)
+{
+    struct raft_config c;
+    struct raft *r = raw_follower(&c);
+    struct raft_update u;
+    struct raft_status st;
+    uint8_t cfgb[256], data[100];
+    int len = raft_config_encode(&c, cfgb, sizeof(cfgb));
+
+    memset(data, 7, sizeof(data));
+    ck_assert_int_eq(feed_chunk(r, &u, cfgb, len, 1ull << 30, 0, data, sizeof(data)), RAFT_OK);
+    /* acknowledged (after the new term is durable): the next offset is wanted */
+    ck_assert_uint_eq(u.n_msgs + u.n_msgs_after_persist, 1);
+    ck_assert(!u.msgs_after_persist[0].reject);
+    ck_assert_uint_eq(u.msgs_after_persist[0].snap.offset, 100);
+    raft_get_status(r, &st);
+    ck_assert_uint_le(st.snapshot_rx_bytes, 2 * sizeof(data));
+    ck_assert_uint_ge(st.snapshot_rx_bytes, sizeof(data));
+    /* the next chunk doubles at most: still nowhere near the claim */
+    ck_assert_int_eq(feed_chunk(r, &u, cfgb, len, 1ull << 30, 100, data, sizeof(data)), RAFT_OK);
+    raft_get_status(r, &st);
+    ck_assert_uint_le(st.snapshot_rx_bytes, 4 * sizeof(data));
+    raft_free(r);
+}
+END_TEST
+
+/* Chunks assemble into exactly the snapshot that was sent, whatever the growth steps. */
+START_TEST(test_snapshot_receiver_assembles_chunks_exactly)
+{
+    struct raft_config c;
+    struct raft *r = raw_follower(&c);
+    struct raft_update u;
+    struct raft_status st;
+    uint8_t cfgb[256], data[1000];
+    int len = raft_config_encode(&c, cfgb, sizeof(cfgb)), i;
+    uint64_t off = 0, prev_cap = 0;
+    uint32_t sizes[] = {1, 7, 100, 300, 92, 500};
+
+    for (i = 0; i < (int)sizeof(data); i++)
+        data[i] = (uint8_t)(i * 31 + 5);
+    for (i = 0; i < 6; i++) {
+        ck_assert_int_eq(feed_chunk(r, &u, cfgb, len, sizeof(data), off, data + off, sizes[i]),
+                         RAFT_OK);
+        off += sizes[i];
+        if (off < sizeof(data)) {
+            raft_get_status(r, &st);
+            ck_assert_uint_ge(st.snapshot_rx_bytes, off);
+            ck_assert_uint_le(st.snapshot_rx_bytes,
+                              2 * off > sizeof(data) ? sizeof(data) : 2 * off);
+            ck_assert_uint_ge(st.snapshot_rx_bytes, prev_cap);
+            prev_cap = st.snapshot_rx_bytes;
+            ck_assert_ptr_null(u.snapshot);
+        }
+    }
+    ck_assert_uint_eq(off, sizeof(data));
+    ck_assert_ptr_nonnull(u.snapshot);
+    ck_assert_uint_eq(u.snapshot->index, 40);
+    ck_assert_ptr_nonnull(u.snapshot->data);
+    ck_assert_uint_eq(u.snapshot->data->len, sizeof(data));
+    ck_assert_int_eq(memcmp(u.snapshot->data->data, data, sizeof(data)), 0);
+    raft_get_status(r, &st);
+    ck_assert_uint_eq(st.snapshot_rx_bytes, 0); /* handed over to the snapshot */
+    raft_free(r);
 }
 END_TEST
 
@@ -869,6 +1010,86 @@ START_TEST(test_snapshot_chunk_out_of_order_is_refused)
     ck_assert(resp.reject);
     ck_assert_uint_eq(resp.snap.offset, 0);
     ck_assert_uint_eq(status(s, 2).snapshot_index, 0);
+    no_violation(s);
+    sim_free(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ proposal cap */
+
+/*
+ * max_uncommitted_bytes (etcd's MaxUncommittedEntriesSize): with followers cut off nothing
+ * commits, and proposals are refused with RAFT_EBUSY once the bytes proposed in this term
+ * and not committed would pass the cap. Mutations caught: no cap; counting the no-op;
+ * refusing when nothing is uncommitted; not releasing bytes at commit.
+ */
+START_TEST(test_uncommitted_bytes_cap_refuses_with_busy)
+{
+    struct sim_config cfg = {.voters = 3, .seed = 7, .max_uncommitted_bytes = 20};
+    struct sim *s = cluster_cfg(&cfg);
+    raft_index idx;
+    uint64_t dropped;
+
+    sim_campaign(s, 1);
+    /* deliver only the election: the no-op is appended, not committed */
+    while (status(s, 1).role != RAFT_LEADER && sim_deliver(s, 0, 0, false) > 0)
+        ;
+    ck_assert_uint_eq(status(s, 1).role, RAFT_LEADER);
+    sim_isolate(s, 1);
+    ck_assert_uint_lt(status(s, 1).commit, status(s, 1).last_index); /* the no-op waits */
+    ck_assert_uint_eq(status(s, 1).uncommitted_bytes, 0);            /* and does not count */
+    ck_assert_int_eq(sim_propose(s, 1, "0123456789", &idx), RAFT_OK);
+    ck_assert_int_eq(sim_propose(s, 1, "abcdefghij", &idx), RAFT_OK); /* exactly at the cap */
+    ck_assert_uint_eq(status(s, 1).uncommitted_bytes, 20);
+    dropped = status(s, 1).counters.dropped_proposals;
+    ck_assert_int_eq(sim_propose(s, 1, "x", &idx), RAFT_EBUSY);
+    ck_assert_uint_eq(status(s, 1).counters.dropped_proposals, dropped + 1);
+    ck_assert_uint_eq(status(s, 1).uncommitted_bytes, 20);
+    /* the followers come back: everything commits, the bytes are released */
+    sim_heal(s);
+    run_for(s, 100);
+    ck_assert_uint_eq(sim_leader(s), 1);
+    ck_assert_uint_eq(status(s, 1).commit, status(s, 1).last_index);
+    ck_assert_uint_eq(status(s, 1).uncommitted_bytes, 0);
+    /* with nothing uncommitted, even a proposal larger than the cap goes through */
+    ck_assert_int_eq(sim_propose(s, 1, "this entry is over twenty bytes", &idx), RAFT_OK);
+    ck_assert_int_eq(sim_propose(s, 1, "y", &idx), RAFT_EBUSY);
+    sim_stabilize(s);
+    run_for(s, 50);
+    ck_assert_uint_ge(status(s, 1).commit, idx);
+    ck_assert_int_eq(sim_propose(s, 1, "y", &idx), RAFT_OK);
+    no_violation(s);
+    sim_free(s);
+}
+END_TEST
+
+/* A new leader does not count the uncommitted tail it inherited (other leaders' entries). */
+START_TEST(test_uncommitted_bytes_skip_an_inherited_tail)
+{
+    struct sim_config cfg = {.voters = 3, .seed = 7, .max_uncommitted_bytes = 20};
+    struct sim *s = cluster_cfg(&cfg);
+    raft_index idx;
+    int i;
+
+    elect(s, 1);
+    ck_assert_int_eq(sim_propose(s, 1, "0123456789abcdef", &idx), RAFT_OK);
+    /* node 2 gets the entry, node 3 does not, and no acknowledgement arrives */
+    sim_deliver(s, 1, 2, false);
+    sim_drop(s, 0, 0);
+    sim_isolate(s, 1);
+    sim_advance(s, 300); /* leases run out */
+    sim_drop(s, 0, 0);
+    sim_campaign(s, 2);
+    for (i = 0; i < 50 && status(s, 2).role != RAFT_LEADER; i++)
+        sim_deliver(s, 0, 0, false);
+    ck_assert_uint_eq(status(s, 2).role, RAFT_LEADER);
+    sim_isolate(s, 2); /* nothing of the new term commits now */
+    ck_assert_uint_lt(status(s, 2).commit, idx);
+    ck_assert_ptr_nonnull(raft_get_entry(sim_raft(s, 2), idx));
+    ck_assert_uint_eq(status(s, 2).uncommitted_bytes, 0);
+    /* had the inherited 16 bytes counted, these 10 would pass the cap of 20 */
+    ck_assert_int_eq(sim_propose(s, 2, "0123456789", &idx), RAFT_OK);
+    ck_assert_uint_eq(status(s, 2).uncommitted_bytes, 10);
     no_violation(s);
     sim_free(s);
 }
@@ -1344,6 +1565,11 @@ static Suite *suite(void)
     ADD("snapshot", test_far_behind_follower_catches_up_from_chunked_snapshot);
     ADD("snapshot", test_follower_that_lost_its_log_is_caught_up_again);
     ADD("snapshot", test_snapshot_chunk_out_of_order_is_refused);
+    ADD("snapshot", test_snapshot_receiver_grows_with_chunks_not_claimed_total);
+    ADD("snapshot", test_snapshot_receiver_assembles_chunks_exactly);
+    ADD("replication", test_restarted_follower_catches_up_on_an_idle_cluster);
+    ADD("cap", test_uncommitted_bytes_cap_refuses_with_busy);
+    ADD("cap", test_uncommitted_bytes_skip_an_inherited_tail);
     ADD("membership", test_membership_add_learner_promote_remove);
     ADD("membership", test_second_membership_change_refused_while_pending);
     ADD("membership", test_removed_leader_steps_down);

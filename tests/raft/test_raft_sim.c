@@ -48,6 +48,21 @@ START_TEST(test_sim_seed)
 }
 END_TEST
 
+/* The cap property is not vacuous: over a few capped (odd) seeds, proposals are refused. */
+START_TEST(test_sim_cap_refuses_some_proposals)
+{
+    uint64_t busy = 0, seed;
+    struct sim_run_result res;
+
+    for (seed = first_seed | 1; seed < (first_seed | 1) + 40; seed += 2) {
+        sim_run(voters_for(seed), seed, chaos_ms, NULL, &res);
+        ck_assert_msg(res.ok, "seed %" PRIu64 " failed: %s", seed, res.failure);
+        busy += res.busy;
+    }
+    ck_assert_uint_gt(busy, 0);
+}
+END_TEST
+
 static int run_check(void)
 {
     Suite *s = suite_create("raft-sim");
@@ -57,6 +72,8 @@ static int run_check(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, test_sim_seed, 0, (int)n_seeds);
+    if (first_seed == 0)
+        tcase_add_test(tc, test_sim_cap_refuses_some_proposals);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
@@ -71,16 +88,18 @@ static int run_one(uint64_t seed, uint32_t voters)
 
     sim_run(voters ? voters : voters_for(seed), seed, chaos_ms, stdout, &res);
     printf("seed=%" PRIu64 " %s steps=%" PRIu64 " commit=%" PRIu64 " elections=%" PRIu64
-           " snapshots=%" PRIu64 " crashes=%" PRIu64 " changes=%" PRIu64 " reads=%" PRIu64 "%s%s\n",
+           " snapshots=%" PRIu64 " crashes=%" PRIu64 " changes=%" PRIu64 " reads=%" PRIu64
+           " busy=%" PRIu64 "%s%s\n",
            seed, res.ok ? "ok" : "FAILED", res.steps, res.commits, res.elections, res.snapshots,
-           res.crashes, res.changes, res.reads, res.ok ? "" : " ", res.ok ? "" : res.failure);
+           res.crashes, res.changes, res.reads, res.busy, res.ok ? "" : " ",
+           res.ok ? "" : res.failure);
     return res.ok ? 0 : 1;
 }
 
 static int run_soak(void)
 {
     uint64_t i, fails = 0, steps = 0, commits = 0, snaps = 0, changes = 0, crashes = 0, reads = 0,
-                elections = 0;
+                elections = 0, busy = 0;
     clock_t t0 = clock();
 
     for (i = 0; i < n_seeds; i++) {
@@ -94,6 +113,7 @@ static int run_soak(void)
         changes += res.changes;
         crashes += res.crashes;
         reads += res.reads;
+        busy += res.busy;
         elections += res.elections;
         if (!res.ok) {
             fails++;
@@ -103,9 +123,9 @@ static int run_soak(void)
             printf("soak: %" PRIu64 "/%" PRIu64 " seeds, %" PRIu64 " failed, %" PRIu64
                    " steps, %" PRIu64 " commits, %" PRIu64 " elections, %" PRIu64
                    " crashes, %" PRIu64 " snapshot installs, %" PRIu64 " config changes, %" PRIu64
-                   " reads, %.1fs\n",
+                   " reads, %" PRIu64 " busy, %.1fs\n",
                    i + 1, n_seeds, fails, steps, commits, elections, crashes, snaps, changes, reads,
-                   (double)(clock() - t0) / CLOCKS_PER_SEC);
+                   busy, (double)(clock() - t0) / CLOCKS_PER_SEC);
         fflush(stdout);
     }
     return fails == 0 ? 0 : 1;
