@@ -6,7 +6,6 @@
 #include "cfg.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,28 +57,6 @@ int netaddr_bind(const char *bind, uint32_t port, struct sockaddr_storage *ss, s
         snprintf(why, whylen, "%s:%u: not all, loopback or an address", bind, port);
         return -1;
     }
-    return 0;
-}
-
-int netaddr_resolve(const char *hostport, struct sockaddr_storage *ss, socklen_t *sl)
-{
-    char host[256], ports[8];
-    uint16_t port;
-    if (cfg_split_hostport(hostport, host, sizeof(host), &port) != 0)
-        return -1;
-    if (from_literal(host, port, ss, sl) == 0)
-        return 0;
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_family = AF_UNSPEC;
-    snprintf(ports, sizeof(ports), "%u", port);
-    if (getaddrinfo(host, ports, &hints, &res) != 0 || res == NULL)
-        return -1;
-    memset(ss, 0, sizeof(*ss));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *sl = (socklen_t)res->ai_addrlen;
-    freeaddrinfo(res);
     return 0;
 }
 

@@ -7,8 +7,8 @@
  * leader address whose host may be a name (controller.peers, leader hints). One module
  * does all three, so every listener and dialler reads them the same way.
  *
- * Names are resolved with the system's blocking resolver (getaddrinfo), which is why
- * only the dialling side accepts them: a listener's address must not depend on DNS.
+ * Only the dialling side accepts names, because a listener's address must not depend on
+ * DNS; the worker resolves them without blocking in raftd/resolver.c (evdns, cached).
  */
 #ifndef SPUR_NETADDR_H
 #define SPUR_NETADDR_H
@@ -26,8 +26,6 @@ int netaddr_listen(const char *hostport, struct sockaddr_storage *ss, socklen_t 
  */
 int netaddr_bind(const char *bind, uint32_t port, struct sockaddr_storage *ss, socklen_t *sl,
                  char *why, size_t whylen);
-/* "HOST:PORT" where HOST may be a name: the first address it resolves to. 0 or -1. */
-int netaddr_resolve(const char *hostport, struct sockaddr_storage *ss, socklen_t *sl);
 /* "[v6]:port" or "v4:port" for logs. */
 void netaddr_format(const struct sockaddr_storage *ss, char *out, size_t outlen);
 

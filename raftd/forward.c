@@ -6,12 +6,17 @@
  * the forwarder gave it. A periodic sweep fails requests past their deadline. A closed or
  * failed connection fails all its pending requests and is freed; the next request to
  * that address opens a new one.
+ *
+ * The leader's address may name a host. It is resolved with the worker's shared resolver
+ * (resolver.h), never with a blocking call: while a lookup runs, requests are written into
+ * the connection's output buffer and leave once it connects; a lookup that fails fails
+ * them. A connection that fails tells the resolver, so that the next one looks again.
  */
 #include "forward.h"
 
 #include "frame.h"
 #include "log.h"
-#include "netaddr.h"
+#include "resolver.h"
 #include "util.h"
 #include "wire.h"
 
@@ -40,6 +45,7 @@ struct fconn {
     struct fconn *next;
     char address[300];
     struct bufferevent *bev;
+    struct resolver_wait rw; /* while the address's name is being looked up */
     bool connected;
     struct fwd *pending;
     unsigned npending;
@@ -47,6 +53,7 @@ struct fconn {
 
 struct forwarder {
     struct event_base *base;
+    struct resolver *res; /* borrowed from the transport */
     uint32_t max_frame;
     uint64_t next_id;
     struct fconn *conns;
@@ -77,6 +84,7 @@ static void conn_free(struct fconn *c, const char *why)
             break;
         }
     }
+    resolver_cancel(&c->rw);
     if (c->bev)
         bufferevent_free(c->bev);
     c->bev = NULL;
@@ -140,7 +148,24 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     int e = EVUTIL_SOCKET_ERROR();
     snprintf(why, sizeof(why), "%s",
              (what & BEV_EVENT_EOF) ? "connection closed" : evutil_socket_error_to_string(e));
+    /* The leader may have moved to another IP under the same name. */
+    resolver_failed(c->f->res, c->address);
     conn_free(c, why);
+}
+
+/* The resolver's answer for a connection that was waiting for it. */
+static void on_resolved(void *arg, bool ok, const struct sockaddr_storage *ss, socklen_t sl,
+                        const char *err)
+{
+    struct fconn *c = arg;
+    if (!ok) {
+        conn_free(c, err);
+        return;
+    }
+    if (bufferevent_socket_connect(c->bev, (const struct sockaddr *)ss, (int)sl) != 0) {
+        resolver_failed(c->f->res, c->address);
+        conn_free(c, "connect failed");
+    }
 }
 
 static struct fconn *conn_get(struct forwarder *f, const char *address)
@@ -160,15 +185,18 @@ static struct fconn *conn_get(struct forwarder *f, const char *address)
     }
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    /* Names are resolved with the blocking resolver, once per connection. */
+    /*
+     * Requests written before the connection exists wait in the output buffer: while the
+     * name is looked up, and while the connect runs.
+     */
     struct sockaddr_storage ss;
     socklen_t sl = 0;
-    if (netaddr_resolve(address, &ss, &sl) != 0) {
-        bufferevent_free(c->bev);
-        free(c);
-        return NULL;
-    }
-    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) != 0) {
+    char err[400];
+    int rc = resolver_resolve(f->res, address, &ss, &sl, &c->rw, on_resolved, c, err, sizeof(err));
+    if (rc == RESOLVER_FAILED ||
+        (rc == RESOLVER_OK &&
+         bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) != 0)) {
+        resolver_cancel(&c->rw);
         bufferevent_free(c->bev);
         free(c);
         return NULL;
@@ -235,12 +263,15 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame)
+struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame, struct resolver *res)
 {
+    if (res == NULL)
+        return NULL;
     struct forwarder *f = calloc(1, sizeof(*f));
     if (f == NULL)
         return NULL;
     f->base = base;
+    f->res = res;
     f->max_frame = max_frame;
     f->sweep = event_new(base, -1, EV_PERSIST, on_sweep, f);
     if (f->sweep == NULL) {

@@ -11,12 +11,15 @@
  *     other leads cannot bounce a request between them.
  *   - The request keeps the client's (client_id, seq), so the leader's session table
  *     deduplicates a forwarded write exactly as a direct one.
- *   - Never blocks: connecting and sending are asynchronous; at most FORWARD_MAX_PENDING
- *     requests wait per connection, beyond that new ones fail at once.
+ *   - Never blocks: resolving the leader's name (resolver.h), connecting and sending are
+ *     asynchronous; at most FORWARD_MAX_PENDING requests wait per connection, beyond that
+ *     new ones fail at once. A name that failed to resolve lately (in its back-off) makes
+ *     forwarder_send() fail at once rather than queue behind a lookup that is not running.
  */
 #ifndef SPUR_FORWARD_H
 #define SPUR_FORWARD_H
 
+#include "resolver.h"
 #include "spur.pb-c.h"
 
 #include <event2/event.h>
@@ -32,7 +35,8 @@ struct forwarder;
  */
 typedef void (*forward_cb)(void *arg, Spur__Api__Response *resp, const char *err);
 
-struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame);
+/* res (the transport's resolver, borrowed) must outlive the forwarder. */
+struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame, struct resolver *res);
 void forwarder_free(struct forwarder *f); /* pending callbacks get an error first */
 
 /*

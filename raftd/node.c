@@ -1061,7 +1061,7 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
         if (i + 1 != n->id)
             transport_set_peer(n->tr, (raft_id)(i + 1), cfg->controller.peers[i]);
 
-    n->fwd = forwarder_new(base, cfg->controller.max_frame_bytes);
+    n->fwd = forwarder_new(base, cfg->controller.max_frame_bytes, transport_resolver(n->tr));
     struct api_options ao = {
         .listen = cfg->controller.listen,
         .max_frame = cfg->controller.max_frame_bytes,

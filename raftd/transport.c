@@ -21,6 +21,7 @@
 #include "log.h"
 #include "netaddr.h"
 #include "raft_wire.h"
+#include "resolver.h"
 #include "util.h"
 #include "wire.h"
 
@@ -66,6 +67,7 @@ struct tpeer {
     size_t qframes, qbytes;
     uint32_t backoff_ms;
     struct event *ev_redial;
+    struct resolver_wait rw; /* while the address's name is being looked up */
     bool refused_logged;
     bool down_logged;
     struct transport_peer_info info;
@@ -101,6 +103,7 @@ struct transport {
     char *api_address;
     struct transport_callbacks cb;
     struct evconnlistener *listener;
+    struct resolver *res; /* owned; the forwarder borrows it (transport_resolver) */
     struct tpeer *peers;
     struct tconn *inbound;
     bool has_cluster;
@@ -275,16 +278,27 @@ static void out_close(struct tpeer *p, const char *why)
     free(c);
     queue_clear(p);
     if (was_up) {
-        log_event(LOG_WARN, "transport", "peer connection lost", "peer=%u addr=%s why=\"%s\"",
-                  p->id, p->address, why);
+        log_event(LOG_WARN, "transport", "peer connection lost", "peer=%u addr=%s why=%s", p->id,
+                  log_q(p->address), log_q(why));
         if (p->t->cb.on_peer)
             p->t->cb.on_peer(p->t->cb.arg, &p->info, false);
     } else if (!p->down_logged) {
         p->down_logged = true;
         log_event(LOG_INFO, "transport", "peer not reachable yet; retrying",
-                  "peer=%u addr=%s why=\"%s\"", p->id, p->address, why);
+                  "peer=%u addr=%s why=%s", p->id, log_q(p->address), log_q(why));
     }
     schedule_redial(p);
+}
+
+/*
+ * The connection failed in a way a changed address could explain (refused, timed out,
+ * closed, the wrong node answering): tell the resolver, so that the redial looks the name
+ * up again (a restarted pod keeps its name, not its IP), then close.
+ */
+static void out_fail(struct tpeer *p, const char *why)
+{
+    resolver_failed(p->t->res, p->address);
+    out_close(p, why);
 }
 
 /*
@@ -356,10 +370,10 @@ static void out_read(struct bufferevent *bev, void *arg)
                 t->stats.refused++;
                 if (!p->refused_logged) {
                     p->refused_logged = true;
-                    log_event(LOG_ERROR, "transport", "peer refused", "peer=%u addr=%s why=\"%s\"",
-                              p->id, p->address, why);
+                    log_event(LOG_ERROR, "transport", "peer refused", "peer=%u addr=%s why=%s",
+                              p->id, log_q(p->address), log_q(why));
                 }
-                out_close(p, why);
+                out_fail(p, why);
                 return;
             }
             c->handshaken = true;
@@ -369,8 +383,8 @@ static void out_read(struct bufferevent *bev, void *arg)
             p->backoff_ms = BACKOFF_MIN_MS;
             fill_info(t, &p->info, &h);
             log_event(LOG_INFO, "transport", "peer connected",
-                      "peer=%u addr=%s has_cluster=%d api=%s", p->id, p->address,
-                      h.has_cluster ? 1 : 0, h.api_address[0] ? h.api_address : "-");
+                      "peer=%u addr=%s has_cluster=%d api=%s", p->id, log_q(p->address),
+                      h.has_cluster ? 1 : 0, log_q(h.api_address[0] ? h.api_address : "-"));
             if (t->cb.on_peer)
                 t->cb.on_peer(t->cb.arg, &p->info, true);
             if (p->out == c)
@@ -422,25 +436,13 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
         snprintf(why, sizeof(why), "handshake timed out");
     else
         snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-    out_close(p, why);
+    out_fail(p, why);
 }
 
-static void dial(struct tpeer *p)
+/* Open the outbound connection to an address the resolver gave. */
+static void connect_to(struct tpeer *p, const struct sockaddr_storage *ss, socklen_t sl)
 {
     struct transport *t = p->t;
-    struct sockaddr_storage ss;
-    socklen_t sl = 0;
-    if (p->out != NULL || p->address[0] == '\0')
-        return;
-    if (netaddr_resolve(p->address, &ss, &sl) != 0) {
-        if (!p->down_logged) {
-            p->down_logged = true;
-            log_event(LOG_INFO, "transport", "peer address does not resolve yet; retrying",
-                      "peer=%u addr=%s", p->id, p->address);
-        }
-        schedule_redial(p);
-        return;
-    }
     struct tconn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         schedule_redial(p);
@@ -461,8 +463,58 @@ static void dial(struct tpeer *p)
     bufferevent_set_timeouts(c->bev, NULL, &hs);
     bufferevent_setwatermark(c->bev, EV_WRITE, BULK_WATERMARK / 2, 0);
     p->out = c;
-    if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl) != 0)
-        out_close(p, "connect failed");
+    if (bufferevent_socket_connect(c->bev, (const struct sockaddr *)ss, (int)sl) != 0)
+        out_fail(p, "connect failed");
+}
+
+static void resolve_failed(struct tpeer *p, const char *err)
+{
+    /* The resolver logs the name's trouble once per change; this says which peer waits. */
+    if (!p->down_logged) {
+        p->down_logged = true;
+        log_event(LOG_INFO, "transport", "peer address does not resolve yet; retrying",
+                  "peer=%u addr=%s why=%s", p->id, log_q(p->address), log_q(err));
+    }
+    schedule_redial(p);
+}
+
+/* The resolver's answer for a lookup that was still running when dial() asked. */
+static void on_resolved(void *arg, bool ok, const struct sockaddr_storage *ss, socklen_t sl,
+                        const char *err)
+{
+    struct tpeer *p = arg;
+    if (p->out != NULL || p->address[0] == '\0')
+        return;
+    if (!ok) {
+        resolve_failed(p, err);
+        return;
+    }
+    connect_to(p, ss, sl);
+}
+
+/*
+ * Dial the peer. Its address is resolved first, without blocking: at once for an IP
+ * literal, a hosts-file name or a cached answer, otherwise on_resolved() continues when
+ * the lookup ends, and meanwhile the loop goes on (heartbeats, clients, status frames).
+ */
+static void dial(struct tpeer *p)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    char err[400];
+    if (p->out != NULL || p->address[0] == '\0' || p->rw.entry != NULL)
+        return;
+    switch (resolver_resolve(p->t->res, p->address, &ss, &sl, &p->rw, on_resolved, p, err,
+                             sizeof(err))) {
+    case RESOLVER_OK:
+        connect_to(p, &ss, sl);
+        break;
+    case RESOLVER_PENDING:
+        break;
+    default:
+        resolve_failed(p, err);
+        break;
+    }
 }
 
 static void on_redial(evutil_socket_t fd, short what, void *arg)
@@ -733,6 +785,7 @@ int transport_set_peer(struct transport *t, raft_id id, const char *address)
             return 0;
         out_close(p, "removed");
         evtimer_del(p->ev_redial);
+        resolver_cancel(&p->rw);
         p->address[0] = '\0';
         return 0;
     }
@@ -757,6 +810,7 @@ int transport_set_peer(struct transport *t, raft_id id, const char *address)
         if (p->out)
             out_close(p, "address changed");
         evtimer_del(p->ev_redial);
+        resolver_cancel(&p->rw);
     }
     snprintf(p->address, sizeof(p->address), "%s", address);
     p->backoff_ms = BACKOFF_MIN_MS;
@@ -788,6 +842,11 @@ const char *transport_peer_api(const struct transport *t, raft_id id)
     return p->info.api_address;
 }
 
+struct resolver *transport_resolver(struct transport *t)
+{
+    return t->res;
+}
+
 void transport_get_stats(const struct transport *t, struct transport_stats *out)
 {
     *out = t->stats;
@@ -813,6 +872,14 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->api_address = strdup(o->api_address ? o->api_address : "");
     t->cb = *cb;
     t->rng = o->seed | 1;
+    struct resolver_options ro = {.seed = next_rand(t)};
+    t->res = resolver_new(base, &ro, why, whylen);
+    if (t->res == NULL) {
+        free(t->cluster_name);
+        free(t->api_address);
+        free(t);
+        return NULL;
+    }
     t->listener = evconnlistener_new_bind(
         base, on_accept, t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         128, (struct sockaddr *)&ss, (int)sl);
@@ -820,6 +887,7 @@ struct transport *transport_new(struct event_base *base, const struct transport_
         snprintf(why, whylen, "raft.listen %s: bind: %s", o->listen, strerror(errno));
         if (t->listener)
             evconnlistener_free(t->listener);
+        resolver_free(t->res);
         free(t->cluster_name);
         free(t->api_address);
         free(t);
@@ -844,8 +912,10 @@ void transport_free(struct transport *t)
         }
         queue_clear(p);
         event_free(p->ev_redial);
+        resolver_cancel(&p->rw);
         free(p);
     }
+    resolver_free(t->res); /* after the peers: their waits are cancelled */
     evconnlistener_free(t->listener);
     free(t->cluster_name);
     free(t->api_address);

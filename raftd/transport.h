@@ -20,6 +20,11 @@
  *     by more than one chunk. A peer whose queue is full loses new messages (Raft
  *     retries) and the drop is counted.
  *   - Reconnection uses jittered exponential back-off (50 ms doubling to 2 s).
+ *   - A peer address that names a host is resolved without blocking the loop
+ *     (resolver.h): while its lookup runs, that peer simply has no connection yet and
+ *     everything else goes on. A dial that fails (refused, timed out, closed, or the wrong
+ *     node answering) makes the next dial look the name up again, so a peer that comes
+ *     back under the same name with a new IP is found.
  *
  * Ownership: messages handed to transport_send() are encoded at once; the caller keeps
  * its message. Received messages are decoded into memory that lives until the receive
@@ -29,6 +34,7 @@
 #define SPUR_TRANSPORT_H
 
 #include "raft.h"
+#include "resolver.h"
 
 #include <event2/event.h>
 #include <stdbool.h>
@@ -83,6 +89,13 @@ struct tframe;
 struct tframe *transport_encode(struct transport *t, const struct raft_msg *m);
 void transport_send_frame(struct transport *t, struct tframe *f);
 void transport_frame_free(struct tframe *f);
+
+/*
+ * The transport's resolver, for the other diallers of this worker (the forwarder) to share
+ * its cache. Owned by the transport; valid until transport_free(), so free its borrowers
+ * first.
+ */
+struct resolver *transport_resolver(struct transport *t);
 
 bool transport_peer_connected(const struct transport *t, raft_id id);
 /* The peer's client API address from its handshake, or NULL. */
