@@ -51,6 +51,18 @@ int cli_init(struct cli *c, const char *prog)
         cli_error(c, "no controller address: set SPUR_CONTROLLER or controller.hosts");
         return 1;
     }
+    /*
+     * The embedded defaults name cluster "spur" only because something must be there; a
+     * person who gave no file has not chosen a cluster, so the replica tells us its name.
+     */
+    const char *env_cluster = getenv("SPUR_CLUSTER");
+    if (env_cluster != NULL && env_cluster[0] != '\0') {
+        c->cluster_name = env_cluster;
+        snprintf(c->cluster_origin, sizeof(c->cluster_origin), "SPUR_CLUSTER");
+    } else if (c->cfg.source != NULL && strcmp(c->cfg.source, "(embedded defaults)") != 0) {
+        c->cluster_name = c->cfg.cluster_name;
+        snprintf(c->cluster_origin, sizeof(c->cluster_origin), "cluster_name in %s", c->cfg.source);
+    }
     uint32_t timeout = 10000;
     const char *t = getenv("SPUR_TIMEOUT_MS");
     if (t != NULL && atoi(t) > 0)
@@ -59,7 +71,7 @@ int cli_init(struct cli *c, const char *prog)
     struct spurc_options o = {
         .hosts = (const char *const *)c->hosts,
         .nhosts = c->nhosts,
-        .cluster_name = c->cfg.cluster_name,
+        .cluster_name = c->cluster_name,
         .timeout_ms = timeout,
         .max_frame = c->cfg.controller.max_frame_bytes,
     };
@@ -110,7 +122,12 @@ const char *cli_code_name(int code)
 void cli_response_error(const struct cli *c, const spurc_response *r, const char *what)
 {
     const char *msg = r->error && r->error[0] ? r->error : cli_code_name(r->code);
-    if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE && r->leader_hint && r->leader_hint[0])
+    if (r->code == SPUR__API__CODE__CODE_REFUSED && c->cluster_name != NULL &&
+        r->cluster_name != NULL && strcmp(r->cluster_name, c->cluster_name) != 0)
+        /* Say where the wrong name came from: that is what the person has to change. */
+        cli_error(c, "%s%s%s (the cluster name \"%s\" comes from %s)", what ? what : "",
+                  what ? ": " : "", msg, c->cluster_name, c->cluster_origin);
+    else if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE && r->leader_hint && r->leader_hint[0])
         cli_error(c, "%s%s%s (leader: node %u at %s)", what ? what : "", what ? ": " : "", msg,
                   r->leader_id, r->leader_hint);
     else

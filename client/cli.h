@@ -25,11 +25,27 @@ struct cli {
     size_t nhosts;
     bool json;
     bool quiet;
+    /*
+     * The cluster requests name: SPUR_CLUSTER, else cluster_name of the configuration
+     * file read, else NULL (no file: learn it from the replica's answer, see spurclient.h).
+     * Borrowed from the environment or cfg. cluster_origin says where it came from, for
+     * the message when a replica refuses the name.
+     */
+    const char *cluster_name;
+    char cluster_origin[320];
     uint32_t timeout_ms; /* per call (SPUR_TIMEOUT_MS, default 10000) */
     bool stale_warned;   /* the possibly-stale warning is printed once per command */
 };
 
-/* Load the configuration and connect lazily. Returns 0 or prints an error and returns 1. */
+/*
+ * Load the configuration and connect lazily. Returns 0 or prints an error and returns 1.
+ *
+ * Where the commands look, in order: SPUR_CONTROLLER (a comma list of host:port), else
+ * controller.hosts of the configuration (SPUR_CONFIG, else the default path, else the
+ * embedded defaults: localhost:6817). The cluster name: SPUR_CLUSTER, else cluster_name
+ * of a configuration file; with neither (no file, only an address), the name the first
+ * replica answers with. A replica refuses a name that is not its own.
+ */
 int cli_init(struct cli *c, const char *prog);
 void cli_fini(struct cli *c);
 /*

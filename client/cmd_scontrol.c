@@ -37,8 +37,8 @@ static void usage(FILE *out)
           "  update NodeName=NAMES State=DRAIN|RESUME|DOWN|IDLE [Reason=TEXT]\n"
           "  create node NodeName=NAME CPUs=N RealMemory=MB [Features=A,B] [NodeAddr=HOST]\n"
           "  version\n"
-          "Environment: SPUR_CONTROLLER=host:port[,host:port...], SPUR_CONFIG, "
-          "SPUR_TIMEOUT_MS.\n",
+          "Environment: SPUR_CONTROLLER=host:port[,host:port...], SPUR_CLUSTER, "
+          "SPUR_CONFIG, SPUR_TIMEOUT_MS.\n",
           out);
 }
 
@@ -59,8 +59,8 @@ static int parse_id(struct cli *c, const char *s, uint32_t *out)
 static spurc_response *ping_one(struct cli *c, const char *host, char *err, size_t errlen)
 {
     const char *one[] = {host};
-    struct spurc_options o = {.hosts = one, .nhosts = 1, .cluster_name = c->cfg.cluster_name,
-                              .timeout_ms = 2000};
+    struct spurc_options o = {
+        .hosts = one, .nhosts = 1, .cluster_name = c->cluster_name, .timeout_ms = 2000};
     struct spurc *pc = spurc_new(&o);
     Spur__Api__Request req = SPUR__API__REQUEST__INIT;
     Spur__Api__Ping ping = SPUR__API__PING__INIT;

@@ -4,8 +4,9 @@
  * from its first argument ("spur squeue -u alice").
  *
  * Exit status is the command's: 0 on success, 1 on any error (scontrol ping: 1 when a
- * controller is down). Configuration (SPUR_CONFIG, SPUR_CONTROLLER, SPUR_TIMEOUT_MS) is
- * loaded before the command runs; an invalid file is an error of every command.
+ * controller is down). Configuration (SPUR_CONFIG, SPUR_CONTROLLER, SPUR_CLUSTER,
+ * SPUR_TIMEOUT_MS) is loaded before the command runs; an invalid file is an error of every
+ * command.
  */
 #include "cli.h"
 
@@ -33,8 +34,8 @@ static void usage(FILE *out)
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].what);
     fprintf(out, "  help       this text;  --version  the version\n"
-                 "Each command takes --help. Environment: SPUR_CONTROLLER, SPUR_CONFIG, "
-                 "SPUR_TIMEOUT_MS.\n");
+                 "Each command takes --help. Environment: SPUR_CONTROLLER, SPUR_CLUSTER, "
+                 "SPUR_CONFIG, SPUR_TIMEOUT_MS.\n");
 }
 
 static const char *base_name(const char *path)

@@ -9,6 +9,8 @@
  */
 #include "sbatch_parse.h"
 
+#include "jobscript.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -839,27 +841,9 @@ int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t err
 
 int sbp_check_script(const char *script, size_t len, char *err, size_t errlen)
 {
-    if (len == 0)
-        return fail(err, errlen, "Batch script is empty!");
-    const char *nul = memchr(script, '\0', len);
-    if (nul != NULL)
-        return fail(err, errlen, "Batch script contains a NUL character at byte %zu",
-                    (size_t)(nul - script));
-    size_t i = 0;
-    while (i < len && isspace((unsigned char)script[i]))
-        i++;
-    if (i == len)
-        return fail(err, errlen, "Batch script contains only whitespace!");
-    if (len < 2 || script[0] != '#' || script[1] != '!')
-        return fail(err, errlen,
-                    "This does not look like a batch script. The first line must start with #! "
-                    "followed by the path to an interpreter. For instance: #!/bin/sh");
-    for (size_t k = 0; k + 1 < len; k++)
-        if (script[k] == '\r' && script[k + 1] == '\n')
-            return fail(err, errlen,
-                        "Batch script contains DOS line breaks (\\r\\n) instead of expected "
-                        "UNIX line breaks (\\n)");
-    return 0;
+    /* The server applies the same rule to every submission (common/jobscript.h); checking
+     * here too only saves a round trip and keeps the message when no replica answers. */
+    return jobscript_check(script, len, err, errlen);
 }
 
 static char *path_join(const char *dir, const char *rel)

@@ -156,7 +156,10 @@ char *sbp_wrap_script(const char *cmd);
  * known only to be longer than limit. Returns 0 or -1.
  */
 int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen);
-/* Empty, NUL bytes, DOS line breaks, no "#!" first line. Returns 0 or -1. */
+/*
+ * Empty, NUL bytes, DOS line breaks, no "#!" first line: the batch script rule the server
+ * applies too (jobscript_check(), common/jobscript.h), with the same messages. 0 or -1.
+ */
 int sbp_check_script(const char *script, size_t len, char *err, size_t errlen);
 
 /*

@@ -97,7 +97,8 @@ struct spurc *spurc_new(const struct spurc_options *o)
             goto fail;
         c->nhosts++;
     }
-    c->cluster_name = strdup(o->cluster_name ? o->cluster_name : "spur");
+    /* "": not known yet; the first answer names it (learn_cluster()). */
+    c->cluster_name = strdup(o->cluster_name ? o->cluster_name : "");
     const char *user = o->user;
     if (user == NULL) {
         struct passwd *pw = getpwuid(getuid());
@@ -151,6 +152,24 @@ uint32_t spurc_set_timeout(struct spurc *c, uint32_t timeout_ms)
 uint64_t spurc_client_id(const struct spurc *c)
 {
     return c->client_id;
+}
+
+const char *spurc_cluster_name(const struct spurc *c)
+{
+    return c->cluster_name[0] ? c->cluster_name : NULL;
+}
+
+/* Take the cluster name a replica's answer carries, the first time one does. */
+static int adopt_cluster(struct spurc *c, const spurc_response *r)
+{
+    if (c->cluster_name[0] != '\0' || r->cluster_name == NULL || r->cluster_name[0] == '\0')
+        return 0;
+    char *name = strdup(r->cluster_name);
+    if (name == NULL)
+        return -1;
+    free(c->cluster_name);
+    c->cluster_name = name;
+    return 0;
 }
 
 void spurc_response_free(spurc_response *r)
@@ -376,6 +395,48 @@ static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
     }
 }
 
+/*
+ * A client that was not told its cluster's name asks the replica with a Ping that names
+ * none (the only request a replica answers without one) and keeps the name the answer
+ * carries. Every later request, on this or any other connection, names that cluster, so
+ * a replica of another cluster further down the host list still refuses it.
+ * Returns 0 (learned), 1 with *refusal set (the replica refused: that is the call's
+ * answer), -1 (connection trouble: try elsewhere) or -2 (give up), with err.
+ */
+static int learn_cluster(struct spurc *c, uint64_t deadline, spurc_response **refusal, char *err,
+                         size_t errlen)
+{
+    Spur__Api__Request ping_req = SPUR__API__REQUEST__INIT;
+    Spur__Api__Ping ping = SPUR__API__PING__INIT;
+    ping_req.protocol_version = SPUR_PROTOCOL_VERSION;
+    ping_req.cluster_name = (char *)"";
+    ping_req.user = c->user;
+    ping_req.request_id = ++c->next_request_id;
+    ping_req.timeout_ms = (uint32_t)remaining_ms(deadline);
+    ping_req.op_case = SPUR__API__REQUEST__OP_PING;
+    ping_req.ping = &ping;
+    spurc_response *r = NULL;
+    int rc = exchange(c, &ping_req, deadline, &r, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (r->code == SPUR__API__CODE__CODE_OK && r->cluster_name && r->cluster_name[0]) {
+        rc = adopt_cluster(c, r);
+        spurc_response_free(r);
+        if (rc != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -2;
+        }
+        return 0;
+    }
+    if (r->code == SPUR__API__CODE__CODE_OK) {
+        snprintf(err, errlen, "%s: the answer names no cluster", c->fd_target);
+        spurc_response_free(r);
+        return -1;
+    }
+    *refusal = r;
+    return 1;
+}
+
 int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response **resp, char *err,
                size_t errlen)
 {
@@ -419,10 +480,19 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             }
             snprintf(c->fd_target, sizeof(c->fd_target), "%s", target);
         }
-        /* Leave room for the server's own time-out to come back as an answer. */
-        req->timeout_ms = (uint32_t)remaining_ms(deadline);
         spurc_response *r = NULL;
-        int rc = exchange(c, req, deadline, &r, lasterr, sizeof(lasterr));
+        int rc = 0;
+        /* A Ping may go without the name (and its answer brings it); nothing else may. */
+        if (c->cluster_name[0] == '\0' && req->op_case != SPUR__API__REQUEST__OP_PING)
+            rc = learn_cluster(c, deadline, &r, lasterr, sizeof(lasterr));
+        req->cluster_name = c->cluster_name;
+        if (rc == 0) {
+            /* Leave room for the server's own time-out to come back as an answer. */
+            req->timeout_ms = (uint32_t)remaining_ms(deadline);
+            rc = exchange(c, req, deadline, &r, lasterr, sizeof(lasterr));
+        } else if (rc == 1) {
+            rc = 0; /* the replica's refusal of the Ping is the answer to this call */
+        }
         if (rc == -2) {
             /* A definite failure (see receive()): say it as it is. */
             disconnect(c);
@@ -448,6 +518,12 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             }
             hint[0] = '\0';
             goto next_host;
+        }
+        if (r->code == SPUR__API__CODE__CODE_OK && adopt_cluster(c, r) != 0) {
+            spurc_response_free(r);
+            spurc_response_free(last);
+            snprintf(err, errlen, "out of memory");
+            return -1;
         }
         /* Any other answer, success or a definite error, is the answer. */
         for (size_t i = 0; i < c->nhosts; i++)

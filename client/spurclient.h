@@ -13,6 +13,11 @@
  *     id and the next sequence number once, and keeps both across every retry, so a
  *     replica that already applied it answers with the first result.
  *   - Never waits past the deadline; never reads a frame over max_frame bytes.
+ *   - The cluster: every request names the cluster in the options. A client given none
+ *     (NULL or "") first sends a Ping that names no cluster, the one request a replica
+ *     answers without the name, and from then on names the cluster that answer carried,
+ *     on every connection: a replica of another cluster later in the host list is still
+ *     refused. A Ping call itself goes out without the name and its answer teaches it.
  *
  * Ownership: spurc_call() returns a response the caller frees with spurc_response_free().
  * One struct spurc is one connection, used by one thread at a time.
@@ -32,7 +37,7 @@ typedef Spur__Api__Response spurc_response;
 struct spurc_options {
     const char *const *hosts; /* "host:port" strings; at least one */
     size_t nhosts;
-    const char *cluster_name;
+    const char *cluster_name; /* NULL or "": learn it from the first replica that answers */
     uint32_t timeout_ms; /* per call, across retries; 0: 10000 */
     uint32_t max_frame;  /* 0: 4 MiB */
     const char *user;    /* sent in every request; NULL: the login name */
@@ -57,6 +62,8 @@ uint32_t spurc_set_timeout(struct spurc *c, uint32_t timeout_ms);
 /* The host:port that answered last, or NULL. */
 const char *spurc_current_host(const struct spurc *c);
 uint64_t spurc_client_id(const struct spurc *c);
+/* The cluster name requests carry: the one given, or the one learned; NULL: not yet. */
+const char *spurc_cluster_name(const struct spurc *c);
 
 /* Split "a:1,b:2" into a NULL-terminated vector (caller frees with spurc_hosts_free). */
 char **spurc_hosts_parse(const char *list, size_t *n);

@@ -10,6 +10,7 @@
 
 #include "cfg.h"
 #include "frame.h"
+#include "jobscript.h"
 #include "log.h"
 #include "netaddr.h"
 #include "wire.h"
@@ -186,6 +187,49 @@ void api_get_stats(const struct api_server *s, struct api_stats *out)
     out->connections = s->nconns;
 }
 
+/*
+ * The envelope: another protocol version, or another cluster, is refused. An empty
+ * cluster name is a client that does not know it yet (the CLI with SPUR_CONTROLLER and no
+ * configuration): a Ping may ask so, and its reply carries the name like every reply;
+ * anything else must name the cluster. Returns true with msg set when refused.
+ */
+static bool refuse_envelope(const struct api_server *s, const Spur__Api__Request *req, char *msg,
+                            size_t msglen)
+{
+    const char *name = req->cluster_name ? req->cluster_name : "";
+    if (req->protocol_version != SPUR_PROTOCOL_VERSION) {
+        snprintf(msg, msglen, "refused: request speaks protocol version %u, this replica %u",
+                 req->protocol_version, SPUR_PROTOCOL_VERSION);
+        return true;
+    }
+    if (name[0] == '\0') {
+        if (req->op_case == SPUR__API__REQUEST__OP_PING)
+            return false;
+        snprintf(msg, msglen,
+                 "refused: request names no cluster; this is \"%s\" (set SPUR_CLUSTER, or "
+                 "cluster_name in the configuration)",
+                 s->cluster_name);
+        return true;
+    }
+    if (strcmp(name, s->cluster_name) != 0) {
+        snprintf(msg, msglen, "refused: request for cluster \"%.100s\", this is \"%s\"", name,
+                 s->cluster_name);
+        return true;
+    }
+    return false;
+}
+
+int api_check_request(const Spur__Api__Request *req, char *msg, size_t msglen)
+{
+    if (req->op_case == SPUR__API__REQUEST__OP_SUBMIT_JOB && req->submit_job != NULL &&
+        req->submit_job->spec != NULL) {
+        const ProtobufCBinaryData *script = &req->submit_job->spec->script;
+        return jobscript_check((const char *)script->data, script->data ? script->len : 0, msg,
+                               msglen);
+    }
+    return 0;
+}
+
 /* Handle one complete frame. Returns -1 when the connection must close. */
 static int handle_frame(struct aconn *c, uint8_t *bytes, size_t len)
 {
@@ -200,22 +244,20 @@ static int handle_frame(struct aconn *c, uint8_t *bytes, size_t len)
         free(bytes);
         return -1;
     }
-    if (req->protocol_version != SPUR_PROTOCOL_VERSION ||
-        strcmp(req->cluster_name ? req->cluster_name : "", s->cluster_name) != 0) {
-        char msg[300];
+    char msg[400];
+    if (refuse_envelope(s, req, msg, sizeof(msg))) {
         s->stats.refused++;
-        if (req->protocol_version != SPUR_PROTOCOL_VERSION)
-            snprintf(msg, sizeof(msg),
-                     "refused: request speaks protocol version %u, this replica %u",
-                     req->protocol_version, SPUR_PROTOCOL_VERSION);
-        else
-            snprintf(msg, sizeof(msg), "refused: request for cluster \"%.100s\", this is \"%s\"",
-                     req->cluster_name ? req->cluster_name : "", s->cluster_name);
         if (!c->refused_logged) {
             c->refused_logged = true;
-            log_event(LOG_WARN, "api", "request refused", "peer=%s why=\"%s\"", c->peer, msg);
+            log_event(LOG_WARN, "api", "request refused", "peer=%s why=%s", c->peer, log_q(msg));
         }
         reply_direct(c, req->request_id, SPUR__API__CODE__CODE_REFUSED, msg);
+        spur__api__request__free_unpacked(req, NULL);
+        free(bytes);
+        return 0;
+    }
+    if (api_check_request(req, msg, sizeof(msg)) != 0) {
+        reply_direct(c, req->request_id, SPUR__API__CODE__CODE_INVALID, msg);
         spur__api__request__free_unpacked(req, NULL);
         free(bytes);
         return 0;

@@ -6,7 +6,15 @@
  *     client gets a TOO_LARGE reply and the connection is closed (the stream is out of
  *     step after it). An undecodable frame gets INVALID and the connection is closed. A
  *     request of another cluster or protocol version gets REFUSED naming both, and is
- *     logged once per connection. None of these reach the dispatcher.
+ *     logged once per connection. A request with no cluster name is refused the same way,
+ *     except a Ping: a client that was given only an address asks with a Ping and learns
+ *     the name from the reply (every reply carries it). None of these reach the
+ *     dispatcher.
+ *   - Rules that depend on the request alone are checked here, before the dispatcher, so
+ *     they hold for every client (the CLI, the client library, a hand-made frame) and are
+ *     never part of a log entry's outcome: a submission whose script breaks the batch
+ *     script rule (common/jobscript.h) gets INVALID with the message sbatch prints. Only
+ *     what depends on the state (limits, partitions) is left to the state machine.
  *   - Every request handed to the dispatcher is answered exactly once through
  *     api_reply(): the call stays valid until then even if its connection closes
  *     meanwhile (the reply is then dropped). The server never blocks: a client that does
@@ -55,6 +63,11 @@ void api_reply(struct api_call *call, const Spur__Api__Response *resp);
 void api_reply_error(struct api_call *call, Spur__Api__Code code, uint32_t leader_id,
                      const char *leader_hint, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/*
+ * The rules a request must meet whatever the state (see above). Returns 0, or -1 with a
+ * one-line message in msg. Pure; exposed for unit tests.
+ */
+int api_check_request(const Spur__Api__Request *req, char *msg, size_t msglen);
 /* The raw request frame payload, for forwarding it unchanged. */
 const uint8_t *api_call_bytes(const struct api_call *call, size_t *len);
 /* True when the client has gone: work for it may be skipped (the call still needs a reply). */

@@ -159,6 +159,18 @@ int fsm_query_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *req, st
     struct fsm_arena *a = begin(out);
     if (a == NULL)
         return nomem(out);
+    /*
+     * A state this build does not know matches no job, so the answer would be an empty
+     * list that looks like "no such jobs": refuse it instead, as CancelJobs does.
+     */
+    for (size_t s = 0; req != NULL && s < req->n_states; s++) {
+        int st = (int)req->states[s];
+        if (st <= 0 || st >= FSM_JOB_NSTATES)
+            return fail(out, a, SPUR__API__CODE__CODE_INVALID, "unknown job state %d in the filter",
+                        st)
+                       ? nomem(out)
+                       : FSM_OK;
+    }
     const struct fsm_job **sel;
     size_t n;
     if (select_jobs(f, req, a, &sel, &n) != FSM_OK)

@@ -9,6 +9,7 @@ import errno
 import fcntl
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -316,6 +317,233 @@ def port_is_free(port, host="127.0.0.1"):
             return True
         except OSError:
             return False
+
+
+# ---- the client API by hand: a minimal protobuf writer and reader --------------------
+#
+# No Python bindings are generated; these few lines write and read the fields of
+# proto/spur.proto the tests need, and keep the tests independent of the C code's view of
+# the format.
+
+def pb_varint(n):
+    """n as a protobuf varint (negative numbers as their 64-bit two's complement)."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def pb_field(num, value):
+    """One field: int -> varint (wire type 0; 0 is left out, as proto3 does), bytes/str ->
+    length-delimited (2)."""
+    if isinstance(value, int):
+        return pb_varint(num << 3) + pb_varint(value) if value else b""
+    if isinstance(value, str):
+        value = value.encode()
+    return pb_varint(num << 3 | 2) + pb_varint(len(value)) + value
+
+
+def pb_read_varint(buf, i):
+    shift = v = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, i
+        shift += 7
+
+
+def pb_decode(buf):
+    """A message as {field: [values]}: varints as ints, length-delimited as bytes."""
+    import collections
+    import struct
+
+    out, i = collections.defaultdict(list), 0
+    while i < len(buf):
+        key, i = pb_read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = pb_read_varint(buf, i)
+        elif wt == 2:
+            n, i = pb_read_varint(buf, i)
+            v, i = bytes(buf[i:i + n]), i + n
+        elif wt == 1:
+            v, i = struct.unpack_from("<Q", buf, i)[0], i + 8
+        elif wt == 5:
+            v, i = struct.unpack_from("<I", buf, i)[0], i + 4
+        else:
+            raise ValueError(f"wire type {wt}")
+        out[num].append(v)
+    return out
+
+
+# spur.api.Code and the Request fields of the operations used here (proto/spur.proto).
+API_OK, API_INVALID, API_NOT_FOUND, API_UNAVAILABLE, API_TIMEOUT, API_REFUSED = 0, 1, 2, 3, 4, 5
+OP_PING, OP_SUBMIT_JOB, OP_GET_JOBS = 20, 40, 41
+
+
+def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10.0,
+             **envelope):
+    """Send one Request (op: its oneof field number, body: the operation's bytes) to the
+    client API at addr "host:port" and return the Response as a dict: code, error,
+    cluster_name, leader_id, leader_hint, served_by, and result (the oneof field number and
+    its bytes, or None). envelope: client_id, seq, user, local_read, as ints/strs."""
+    import random
+    import struct
+
+    rid = random.getrandbits(48) + 1
+    req = (pb_field(1, protocol_version) + pb_field(2, cluster_name) + pb_field(3, rid)
+           + pb_field(4, int(bool(envelope.get("local_read", False))))
+           + pb_field(5, envelope.get("client_id", 0)) + pb_field(6, envelope.get("seq", 0))
+           + pb_field(8, envelope.get("user", "tester"))
+           + pb_field(9, int(timeout * 1000)))
+    req += pb_varint(op << 3 | 2) + pb_varint(len(body)) + body
+    host, port = addr.rsplit(":", 1)
+
+    def recv_exact(sock, n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout + 2) as sock:
+        sock.sendall(struct.pack(">I", len(req)) + req)
+        while True:
+            n = struct.unpack(">I", recv_exact(sock, 4))[0]
+            r = pb_decode(recv_exact(sock, n))
+            if r[2] and r[2][0] != rid:
+                continue
+            result = None
+            for num in range(20, 64):
+                if r.get(num):
+                    result = (num, r[num][0])
+            return {
+                "code": r[3][0] if r[3] else 0,
+                "error": r[4][0].decode() if r[4] else "",
+                "leader_id": r[5][0] if r[5] else 0,
+                "leader_hint": r[6][0].decode() if r[6] else "",
+                "served_by": r[8][0] if r[8] else 0,
+                "cluster_name": r[9][0].decode() if r[9] else "",
+                "result": result,
+            }
+
+
+def job_spec(script, name="raw", workdir="/tmp"):
+    """A JobSpec with the fields a submission needs (script: bytes or str)."""
+    if isinstance(script, str):
+        script = script.encode()
+    return (pb_field(1, name) + pb_field(8, "slurm-%j.out") + pb_field(9, "slurm-%j.out")
+            + pb_field(10, workdir) + pb_field(12, script) + pb_field(14, "raw"))
+
+
+# ---- commands without a configuration file ---------------------------------------------
+
+def default_config_path():
+    """The file the programs read when neither -f nor SPUR_CONFIG names one (the build's
+    sysconfdir/spur/spur.yaml)."""
+    text = (BUILD / "spur_build.h").read_text()
+    m = re.search(r'#define SPUR_DEFAULT_CONFIG "([^"]+)"', text)
+    if m is None:
+        raise RuntimeError(f"no SPUR_DEFAULT_CONFIG in {BUILD / 'spur_build.h'}")
+    return m.group(1)
+
+
+def without_config(cmd):
+    """cmd (an argv list) wrapped so that it cannot read any configuration file: when the
+    build's default file exists on this host, the command runs in a mount namespace of
+    its own with an empty tmpfs over that file's directory. Raises RuntimeError when that
+    is needed and cannot be done (not root). Use with bare_env(), which drops SPUR_CONFIG."""
+    path = default_config_path()
+    if not os.path.lexists(path):
+        return list(cmd)
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        raise RuntimeError(f"{path} exists and hiding it needs root and unshare")
+    return (["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs spur-no-config "$0" && exec "$@"', os.path.dirname(path)]
+            + list(cmd))
+
+
+def bare_env(**extra):
+    """os.environ without any SPUR_* variable, plus extra (str values)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPUR_")}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def spur_without_config(*args, env=None, timeout=30, input=None):
+    """Run a spur command (argv[0] picks it) with no configuration file reachable and no
+    SPUR_* variable but those in env."""
+    cmd = [str(BUILD / "client" / args[0])] + [str(a) for a in args[1:]]
+    return subprocess.run(without_config(cmd), capture_output=True, text=True,
+                          env=bare_env(**(env or {})), timeout=timeout, input=input)
+
+
+# ---- network namespaces ----------------------------------------------------------------
+
+CLONE_NEWNET = 0x40000000
+
+
+def netns_skip_reason():
+    """Why private_netns() cannot work here, or None."""
+    if os.geteuid() != 0:
+        return "needs root for a network namespace"
+    if not os.path.exists("/proc/thread-self/ns/net"):
+        return "no /proc/thread-self/ns/net"
+    if shutil.which("ip") is None:
+        return "needs iproute2 (ip) to bring lo up"
+    return None
+
+
+@contextlib.contextmanager
+def private_netns():
+    """Run the with-body in a network namespace of its own holding only `lo`, up.
+
+    For tests that must use the embedded default ports (6817, 6821, 6822, 6823): there
+    they cannot collide with a spurctld on the host, nor the host's tests with them.
+    Namespaces are per thread on Linux: this thread moves into a new one (unshare), so
+    the sockets it opens and the processes it starts from now on live there, and moves
+    back to the host's at the end (setns). Processes started inside stay in it until
+    they exit; the namespace goes away with the last of them. Threads started inside
+    are inside too.
+    """
+    import ctypes
+
+    why = netns_skip_reason()
+    if why is not None:
+        raise RuntimeError(why)
+    libc = ctypes.CDLL(None, use_errno=True)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.unshare(CLONE_NEWNET) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"unshare(CLONE_NEWNET): {os.strerror(e)}")
+        try:
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10,
+                           capture_output=True)
+            yield
+        finally:
+            if libc.setns(home, CLONE_NEWNET) != 0:
+                # Every later test would run in the wrong namespace: stop here.
+                e = ctypes.get_errno()
+                os.write(2, f"private_netns: setns back failed: {os.strerror(e)}\n".encode())
+                os._exit(3)
+    finally:
+        os.close(home)
+
+
+def netns_inode(pid="thread-self"):
+    """The inode of a task's network namespace (tells two namespaces apart)."""
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
 
 
 # ---- clusters ------------------------------------------------------------------------

@@ -10,10 +10,12 @@ import os
 import signal
 import socket
 import struct
+import subprocess
 import time
 
 import pytest
 
+import spurtest
 from spurtest import (free_port, http_get, is_gone, wait_until, Supervisor, cluster_config,
                       write_config)
 
@@ -433,3 +435,152 @@ def test_scontrol_ping_reports_every_replica(cluster3):
     rows = json.loads(p.stdout)
     assert [r["up"] for r in rows] == [i != victim for i in (1, 2, 3)]
     assert all(r["leader_id"] == c.leader() for r in rows if r["up"])
+
+
+# ---- the CLI with an address and nothing else (SPUR_CONTROLLER alone) -----------------
+
+def blue_cluster(cluster_factory):
+    """One replica of cluster "blue" (not the embedded defaults' "spur")."""
+    c = cluster_factory(1, cluster_name="blue")
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+    return c
+
+
+def test_no_config_file_is_reachable_by_the_cli_in_these_tests(tmp_path):
+    """The premise of the tests below: spur_without_config() leaves no file to read."""
+    path = spurtest.default_config_path()
+    p = subprocess.run(spurtest.without_config(["sh", "-c", 'test ! -e "$0"', path]),
+                       env=spurtest.bare_env(), timeout=10)
+    assert p.returncode == 0, f"{path} is visible to the commands"
+
+
+def test_cli_with_only_spur_controller_learns_the_cluster_name(cluster_factory):
+    c = blue_cluster(cluster_factory)
+    env = {"SPUR_CONTROLLER": c.api(1)}
+    run = spurtest.spur_without_config
+    p = run("sbatch", "--parsable", "-J", "learned", "--wrap=true", env=env)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    jid = int(p.stdout)
+    p = run("squeue", "-h", "-o", "%i %j", env=env)
+    assert (p.returncode, p.stderr, p.stdout.split()) == (0, "", [str(jid), "learned"])
+    p = run("scontrol", "show", "job", jid, env=env)
+    assert p.returncode == 0 and f"JobId={jid}" in p.stdout, p.stderr
+    p = run("scontrol", "ping", env=env)
+    assert p.returncode == 0 and f"spurctld at {c.api(1)} is UP: node 1" in p.stdout, p
+    p = run("sinfo", env=env)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    p = run("scancel", jid, env=env)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    # SPUR_CLUSTER naming the right cluster works the same.
+    p = run("squeue", "-h", "-t", "all", "-o", "%i %t",
+            env=dict(env, SPUR_CLUSTER="blue"))
+    assert (p.returncode, p.stderr, p.stdout.split()) == (0, "", [str(jid), "CA"])
+
+
+def test_spur_cluster_naming_another_cluster_is_refused_clearly(cluster_factory, tmp_path):
+    c = blue_cluster(cluster_factory)
+    env = {"SPUR_CONTROLLER": c.api(1), "SPUR_CLUSTER": "red"}
+    why = 'refused: request for cluster "red", this is "blue"'
+    origin = '(the cluster name "red" comes from SPUR_CLUSTER)'
+    p = spurtest.spur_without_config("squeue", env=env)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr == f"squeue: error: {why} {origin}\n", p.stderr
+    p = spurtest.spur_without_config("sbatch", "--wrap=true", env=env)
+    assert p.returncode == 1
+    assert p.stderr == f"sbatch: error: Batch job submission failed: {why} {origin}\n", p.stderr
+    p = spurtest.spur_without_config("scontrol", "ping", env=env)
+    assert p.returncode == 1 and f"is DOWN: {why}" in p.stdout, p.stdout
+    # Nothing was submitted, and the replica said why once in its log.
+    p = spurtest.spur_without_config("squeue", "-h", "-t", "all",
+                                     env={"SPUR_CONTROLLER": c.api(1)})
+    assert p.returncode == 0 and p.stdout == "", p
+    assert 'msg="request refused"' in c.replica(1).log()
+    assert 'this is \\"blue\\"' in c.replica(1).log()
+    # A configuration file's cluster_name counts too (and says so); SPUR_CLUSTER wins.
+    cfg = dict(c.cfgs[0], cluster_name="spur")
+    path = write_config(tmp_path / "spur-named.yaml", **cfg)
+    p = c.spur("squeue", env={"SPUR_CONFIG": str(path)})
+    assert p.returncode == 1
+    assert p.stderr == ('squeue: error: refused: request for cluster "spur", this is "blue" '
+                        f'(the cluster name "spur" comes from cluster_name in {path})\n'), \
+        p.stderr
+    p = c.spur("squeue", env={"SPUR_CONFIG": str(path), "SPUR_CLUSTER": "blue"})
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def test_only_a_ping_may_name_no_cluster_and_every_reply_names_it(cluster_factory):
+    c = blue_cluster(cluster_factory)
+    addr = c.api(1)
+    r = spurtest.api_call(addr, spurtest.OP_PING, cluster_name="")
+    assert r["code"] == spurtest.API_OK and r["cluster_name"] == "blue", r
+    assert r["result"][0] == spurtest.OP_PING  # a PingResponse
+    for op, body in ((spurtest.OP_GET_JOBS, b""),
+                     (spurtest.OP_SUBMIT_JOB,
+                      spurtest.pb_field(1, spurtest.job_spec("#!/bin/sh\ntrue\n")))):
+        r = spurtest.api_call(addr, op, body, cluster_name="")
+        assert r["code"] == spurtest.API_REFUSED, r
+        assert r["error"].startswith('refused: request names no cluster; this is "blue"'), r
+        assert r["cluster_name"] == "blue" and r["result"] is None
+    # The other refusals are unchanged: another cluster, another protocol version (even
+    # for a Ping without a name).
+    r = spurtest.api_call(addr, spurtest.OP_PING, cluster_name="red")
+    assert (r["code"], r["error"]) == (spurtest.API_REFUSED,
+                                       'refused: request for cluster "red", this is "blue"')
+    r = spurtest.api_call(addr, spurtest.OP_PING, cluster_name="", protocol_version=99)
+    assert r["code"] == spurtest.API_REFUSED and "protocol version 99" in r["error"], r
+    # Nothing was submitted.
+    r = spurtest.api_call(addr, spurtest.OP_GET_JOBS, cluster_name="blue")
+    assert r["code"] == spurtest.API_OK and not spurtest.pb_decode(r["result"][1])[1]
+
+
+@pytest.mark.skipif(spurtest.netns_skip_reason() is not None,
+                    reason=str(spurtest.netns_skip_reason()))
+def test_embedded_defaults_serve_the_cli_without_any_config_in_a_private_netns(tmp_path):
+    """spurctld with no configuration at all, on its default ports (6817, 6821, 6822,
+    6823) in a network namespace of its own, so that it cannot collide with a spurctld on
+    the host; the CLI with no file and no variable finds it at localhost:6817."""
+    host_ns = spurtest.netns_inode()
+    log = open(tmp_path / "spurctld.log", "wb")
+    with spurtest.private_netns():
+        assert spurtest.netns_inode() != host_ns
+        cmd = spurtest.without_config([str(spurtest.SPURCTLD), "--state-dir",
+                                       str(tmp_path / "state")])
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env=spurtest.bare_env(), start_new_session=True)
+        try:
+            def ready():
+                try:
+                    return http_get(6823, "/readyz") == (200, "ok\n")
+                except OSError:
+                    return False
+            wait_until(ready, 20, interval=0.05, what="/readyz 200 on the default port")
+            # Client API, Raft and health on every interface (IPv4 and IPv6 loopback
+            # both answer); metrics on 127.0.0.1 only.
+            v6 = socket.has_ipv6 and os.path.exists("/proc/net/if_inet6")
+            for port in (6817, 6821, 6823):
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                if v6:
+                    socket.create_connection(("::1", port), timeout=2).close()
+            socket.create_connection(("127.0.0.1", 6822), timeout=2).close()
+            if v6:
+                with pytest.raises(ConnectionRefusedError):
+                    socket.create_connection(("::1", 6822), timeout=2)
+            # The CLI on its own defaults: localhost:6817, the name from the replica.
+            p = spurtest.spur_without_config("sbatch", "--parsable", "-J", "dflt",
+                                             "--wrap=true")
+            assert p.returncode == 0 and p.stderr == "", p.stderr
+            jid = int(p.stdout)
+            p = spurtest.spur_without_config("squeue", "-h", "-o", "%i %j")
+            assert p.returncode == 0 and p.stdout.split() == [str(jid), "dflt"], p
+            p = spurtest.spur_without_config("scontrol", "ping")
+            assert p.returncode == 0 and "spurctld at localhost:6817 is UP" in p.stdout, p
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+            log.close()
+    assert spurtest.netns_inode() == host_ns

@@ -923,7 +923,7 @@ def test_installed_spurctld_finds_its_worker_without_flag(installed, tmp_path):
         wait_until(lambda: try_get(ports[2], "/readyz") == (200, "ok\n"), what="/readyz")
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=WAIT) == 0, log.read_text()
-    m = re.search(r'msg="worker started" pid=\d+ path="?([^" ]+)"?', log.read_text())
+    m = re.search(r'msg="worker started" pid=\d+ path="?([^"\s]+)"?', log.read_text())
     assert m, log.read_text()
     used = os.path.realpath(m.group(1))
     assert used == os.path.realpath(under(d, o["libexecdir"] / "spurctld-raftd")), used

@@ -807,3 +807,74 @@ def test_bad_options_are_one_line_and_exit_1(cmd, tmp_path):
         p = subprocess.run([str(spurtest.BUILD / "client" / cmd), "-o"], capture_output=True,
                            text=True, env=env, timeout=10)
         assert p.returncode == 1 and p.stderr == f"{cmd}: error: option '-o' requires an argument\n"
+
+
+# ---- rules the server keeps for every client (issue: one rule, in the server) ---------
+
+NO_SHEBANG = ("This does not look like a batch script. The first line must start with #! "
+              "followed by the path to an interpreter. For instance: #!/bin/sh")
+
+
+def raw_submit_script(c, host, script):
+    """A SubmitJob of script to host, through a hand-made frame (not the CLI)."""
+    return spurtest.api_call(host, spurtest.OP_SUBMIT_JOB,
+                             spurtest.pb_field(1, spurtest.job_spec(script)),
+                             cluster_name=c.cfgs[0]["cluster_name"], user="raw")
+
+
+def test_a_raw_submission_breaking_the_script_rule_gets_sbatchs_message(cluster3):
+    c = cluster3
+    lid = c.leader()
+    follower = others(c, lid)[0]
+    bad = [("echo no interpreter\n", NO_SHEBANG),
+           ("\n#!/bin/sh\ntrue\n", NO_SHEBANG),
+           ("#!/bin/sh\r\ntrue\r\n", "Batch script contains DOS line breaks (\\r\\n) instead "
+                                     "of expected UNIX line breaks (\\n)"),
+           (b"#!/bin/sh\necho\0x\n", "Batch script contains a NUL character at byte 14"),
+           ("  \n\t\n", "Batch script contains only whitespace!"),
+           ("", "Batch script is empty!")]
+    for script, msg in bad:
+        for host in (c.api(lid), c.api(follower)):
+            r = raw_submit_script(c, host, script)
+            assert (r["code"], r["error"]) == (spurtest.API_INVALID, msg), (host, script, r)
+            assert r["result"] is None
+    # The CLI refuses the same scripts with the same line (it calls the same rule).
+    for script, msg in bad[:3]:
+        p = c.spur("sbatch", input=script)
+        assert p.returncode == 1 and p.stderr == f"sbatch: error: {msg}\n", (script, p.stderr)
+    # Nothing was created; a script that keeps the rule is still taken from a raw client.
+    assert jobs_json(c) == {}
+    r = raw_submit_script(c, c.api(follower), "#!/bin/sh\ntrue\n")
+    assert r["code"] == spurtest.API_OK, r
+    jid = spurtest.pb_decode(r["result"][1])[1][0]
+    assert list(jobs_json(c)) == [jid]
+
+
+def test_get_jobs_with_an_unknown_state_filter_is_invalid(cluster3):
+    c = cluster3
+    jid = sbatch(c, "-J", "filtered", "--wrap=true")
+    name = c.cfgs[0]["cluster_name"]
+
+    def get_jobs(host, states, local=False):
+        body = b"".join(spurtest.pb_field(3, s) for s in states)
+        return spurtest.api_call(host, spurtest.OP_GET_JOBS, body, cluster_name=name,
+                                 local_read=local)
+
+    for host in every_replica(c):
+        for local in (False, True):
+            for states in ([42], [1, 42], [9]):
+                r = get_jobs(host, states, local)
+                bad = [s for s in states if not 1 <= s <= 8][0]
+                assert r["code"] == spurtest.API_INVALID, (host, states, r)
+                assert r["error"] == f"unknown job state {bad} in the filter", r
+                assert r["result"] is None
+            # A known state still filters: PENDING (1) finds the job, RUNNING (2) not.
+            r = get_jobs(host, [1], local)
+            assert r["code"] == spurtest.API_OK, r
+            found = spurtest.pb_decode(r["result"][1])[1]
+            assert [spurtest.pb_decode(j)[1][0] for j in found] == [jid]
+            r = get_jobs(host, [2], local)
+            assert r["code"] == spurtest.API_OK and not spurtest.pb_decode(r["result"][1])[1]
+    # squeue refuses an unknown state name before asking anyone.
+    p = c.spur("squeue", "-t", "bogus")
+    assert p.returncode == 1 and "Invalid job state specified: bogus" in p.stderr, p.stderr

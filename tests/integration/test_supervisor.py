@@ -723,7 +723,11 @@ def test_state_dir_flag_overrides_config(sups, tmp_path):
 def test_raftd_runs_by_hand_without_status_fd(tmp_path):
     import yaml
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"controller": {"state_dir": str(tmp_path / "s")},
+    raft = f"127.0.0.1:{free_port()}"  # every listener on a free port, never a default
+    cfg.write_text(yaml.safe_dump({"controller": {"state_dir": str(tmp_path / "s"),
+                                                  "listen": f"127.0.0.1:{free_port()}",
+                                                  "peers": [raft]},
+                                   "raft": {"listen": raft},
                                    "health": {"port": free_port()},
                                    "metrics": {"port": free_port()}}))
     p = subprocess.Popen([str(RAFTD), "-f", str(cfg)], stderr=subprocess.PIPE, text=True)

@@ -1987,6 +1987,42 @@ START_TEST(test_requests_and_reads)
     ck_assert_int_eq(fsm_read(t.f, &r, &rd), FSM_OK);
     ck_assert_uint_eq(rd.resp.jobs->n_jobs, 0);
     fsm_read_free(&rd);
+    /*
+     * A state this build does not know is refused, not answered with an empty list that
+     * reads as "no such jobs"; so is UNSPECIFIED, and one bad value among good ones.
+     */
+    Spur__Api__JobState unknown[][2] = {{(Spur__Api__JobState)42, J_PENDING},
+                                        {J_PENDING, (Spur__Api__JobState)FSM_JOB_NSTATES},
+                                        {(Spur__Api__JobState)0, J_PENDING},
+                                        {(Spur__Api__JobState)-1, J_PENDING}};
+    const char *unknown_msg[] = {
+        "unknown job state 42 in the filter", "unknown job state 9 in the filter",
+        "unknown job state 0 in the filter", "unknown job state -1 in the filter"};
+    for (size_t u = 0; u < 4; u++) {
+        gj.n_states = 2;
+        gj.states = unknown[u];
+        ck_assert_int_eq(fsm_read(t.f, &r, &rd), FSM_OK);
+        ck_assert_int_eq(rd.resp.code, C_INVALID);
+        ck_assert_str_eq(rd.resp.error, unknown_msg[u]);
+        ck_assert_int_eq(rd.resp.result_case, SPUR__API__RESPONSE__RESULT__NOT_SET);
+        fsm_read_free(&rd);
+    }
+    /* Every known state is accepted: the filter naming them all lets every job through. */
+    gj.n_states = 0;
+    ck_assert_int_eq(fsm_read(t.f, &r, &rd), FSM_OK);
+    size_t all_jobs = rd.resp.jobs->n_jobs;
+    ck_assert_uint_ge(all_jobs, 2);
+    fsm_read_free(&rd);
+    Spur__Api__JobState every[FSM_JOB_NSTATES - 1];
+    for (int k = 1; k < FSM_JOB_NSTATES; k++)
+        every[k - 1] = (Spur__Api__JobState)k;
+    gj.n_states = FSM_JOB_NSTATES - 1;
+    gj.states = every;
+    ck_assert_int_eq(fsm_read(t.f, &r, &rd), FSM_OK);
+    ck_assert_int_eq(rd.resp.code, C_OK);
+    ck_assert_uint_eq(rd.resp.jobs->n_jobs, all_jobs);
+    fsm_read_free(&rd);
+    gj.n_states = 0;
 
     Spur__Api__JobIdRequest gid = SPUR__API__JOB_ID_REQUEST__INIT;
     gid.job_id = 4242;

@@ -18,6 +18,7 @@
  *   - --wrap: the script it builds, and a script file with it refused.
  *   - --export: ALL, NONE, names, NAME=value, ALL plus overrides, quotes, bad names.
  */
+#include "jobscript.h"
 #include "sbatch_parse.h"
 
 #include <check.h>
@@ -712,6 +713,19 @@ START_TEST(test_script_checks)
     ASSERT_ERR_HAS("NUL");
     ASSERT_ERR_HAS("byte 14");
     ck_assert_int_eq(sbp_check_script("#!", 2, err, sizeof(err)), 0);
+
+    /*
+     * One rule: sbatch's check is the server's (common/jobscript.h), word for word, so a
+     * script refused here is refused with the same line by a replica, and the reverse.
+     */
+    static const char *const scripts[] = {"", "  \n", "echo hi\n", "#!/bin/sh\r\n", "#!/bin/sh\n"};
+    for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++) {
+        char server[512] = "", client[512] = "";
+        int want = jobscript_check(scripts[i], strlen(scripts[i]), server, sizeof(server));
+        ck_assert_int_eq(sbp_check_script(scripts[i], strlen(scripts[i]), client, sizeof(client)),
+                         want);
+        ck_assert_str_eq(client, server);
+    }
 }
 END_TEST
 
