@@ -18,8 +18,6 @@ import copy
 import json
 import os
 import random
-import socket
-import struct
 import subprocess
 import threading
 import time
@@ -104,62 +102,11 @@ def failover(c, leader):
     return c.leader(among=others(c, leader), timeout=20)
 
 
-# ---- a minimal client of the API: hand-encoded protobuf (no Python bindings here) -----
+# ---- a minimal client of the API: spurtest's hand-encoded protobuf ------------------
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _field(num, value):
-    """One field: int -> varint (wire type 0), bytes/str -> length-delimited (2)."""
-    if isinstance(value, int):
-        return _varint(num << 3) + _varint(value) if value else b""
-    if isinstance(value, str):
-        value = value.encode()
-    return _varint(num << 3 | 2) + _varint(len(value)) + value
-
-
-def _decode(buf):
-    """A message as {field: [values]}: varints as ints, length-delimited as bytes."""
-    out, i = collections.defaultdict(list), 0
-    while i < len(buf):
-        key, i = _read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = _read_varint(buf, i)
-        elif wt == 2:
-            n, i = _read_varint(buf, i)
-            v, i = bytes(buf[i:i + n]), i + n
-        elif wt == 1:
-            v, i = struct.unpack_from("<Q", buf, i)[0], i + 8
-        elif wt == 5:
-            v, i = struct.unpack_from("<I", buf, i)[0], i + 4
-        else:
-            raise ValueError(f"wire type {wt}")
-        out[num].append(v)
-    return out
-
-
-def _read_varint(buf, i):
-    shift = v = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return v, i
-        shift += 7
-
-
-CODE_OK, CODE_INVALID, CODE_UNAVAILABLE, CODE_TIMEOUT = 0, 1, 3, 4
+CODE_OK, CODE_INVALID, CODE_UNAVAILABLE, CODE_TIMEOUT = (spurtest.API_OK, spurtest.API_INVALID,
+                                                        spurtest.API_UNAVAILABLE,
+                                                        spurtest.API_TIMEOUT)
 
 
 def raw_submit(c, host, client_id, seq, name, timeout=10.0):
@@ -167,35 +114,15 @@ def raw_submit(c, host, client_id, seq, name, timeout=10.0):
 
     Returns (code, error, job_id) from the Response.
     """
-    spec = (_field(1, name) + _field(8, "slurm-%j.out") + _field(9, "slurm-%j.out")
-            + _field(10, "/tmp") + _field(12, b"#!/bin/sh\ntrue\n") + _field(14, "raw"))
-    rid = random.getrandbits(48) + 1
-    req = (_field(1, 1) + _field(2, c.cfgs[0]["cluster_name"]) + _field(3, rid)
-           + _field(5, client_id) + _field(6, seq) + _field(8, "raw")
-           + _field(9, int(timeout * 1000)) + _field(40, _field(1, spec)))
-    h, port = host.rsplit(":", 1)
-    with socket.create_connection((h, int(port)), timeout=timeout + 2) as s:
-        s.sendall(struct.pack(">I", len(req)) + req)
-        while True:
-            hdr = _recv_exact(s, 4)
-            body = _recv_exact(s, struct.unpack(">I", hdr)[0])
-            r = _decode(body)
-            if r[2] and r[2][0] != rid:
-                continue
-            code = r[3][0] if r[3] else 0
-            err = r[4][0].decode() if r[4] else ""
-            sub = _decode(r[40][0]) if r[40] else {}  # SubmitJobResponse
-            return code, err, sub[1][0] if sub.get(1) else 0
-
-
-def _recv_exact(s, n):
-    data = b""
-    while len(data) < n:
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
+    spec = spurtest.job_spec(b"#!/bin/sh\ntrue\n", name=name)
+    r = spurtest.api_call(host, spurtest.OP_SUBMIT_JOB, spurtest.pb_field(1, spec),
+                          cluster_name=c.cfgs[0]["cluster_name"], timeout=timeout,
+                          client_id=client_id, seq=seq, user="raw")
+    jid = 0
+    if r["result"] is not None and r["result"][0] == spurtest.OP_SUBMIT_JOB:
+        sub = spurtest.pb_decode(r["result"][1])  # SubmitJobResponse
+        jid = sub[1][0] if sub.get(1) else 0
+    return r["code"], r["error"], jid
 
 
 def raw_submit_retry(c, client_id, seq, name, timeout=20):
