@@ -15,7 +15,7 @@ static char g_node[24]; /* " node=N", or empty before log_set_node() */
 
 /* The scratch buffers behind log_q(): a small ring per thread, see log.h. */
 #define LOG_Q_RING 8
-#define LOG_Q_SIZE 256
+#define LOG_Q_SIZE 1536
 static _Thread_local char g_qring[LOG_Q_RING][LOG_Q_SIZE];
 static _Thread_local unsigned g_qnext;
 

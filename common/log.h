@@ -52,9 +52,10 @@ void log_set_node(unsigned node_id);
  * host names, addresses, error strings from peers and clients): returns s as a logfmt
  * value, quoted and escaped when it needs it, so a quote, '=', space or newline in it can
  * neither break the line nor forge a key. The result lives in a per-thread ring of eight
- * 256-byte buffers: valid until eight more log_q() calls in the same thread, which is
- * enough for one log_event() argument list (use it there, never store it). Longer values
- * are truncated (still closed by a quote).
+ * 1536-byte buffers (room for a storage refusal, which names paths and what to do): it is
+ * valid until eight more log_q() calls in the same thread, which is enough for one
+ * log_event() argument list (use it there, never store it). Longer values are truncated
+ * (still closed by a quote).
  *
  *     log_event(LOG_WARN, "api", "refused", "cluster=%s peer=%s", log_q(name), log_q(addr));
  *
