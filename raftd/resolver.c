@@ -633,6 +633,14 @@ struct resolver *resolver_new(struct event_base *base, const struct resolver_opt
             return NULL;
         }
     }
+    /*
+     * No DNS 0x20 (letters of the query name in random case, which evdns does by
+     * default): podman's aardvark-dns, and other small resolvers in front of
+     * containers, match names case-sensitively and answer "no such name" to
+     * "sPuRcTlD-1.spurctld". The real container test caught it: replicas never found
+     * each other. The C library does not randomise either.
+     */
+    evdns_base_set_option(r->dns, "randomize-case:", "0");
     if (rc != 0)
         log_event(LOG_WARN, "resolver", "resolver configuration not fully read; using defaults",
                   "file=%s rc=%d nameservers=%d", log_q(conf), rc,

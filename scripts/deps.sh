@@ -8,7 +8,8 @@ set -eu
 BUILD_PKGS="gcc pkg-config meson ninja-build libevent-dev libprotobuf-c-dev protobuf-c-compiler
 libpq-dev libyaml-dev"
 TEST_PKGS="check python3 python3-pytest python3-yaml postgresql wrk mandoc clang
-libclang-rt-14-dev util-linux iproute2 procps systemd shellcheck"
+libclang-rt-14-dev util-linux iproute2 procps systemd shellcheck
+podman runc netavark aardvark-dns debootstrap"
 
 want="$BUILD_PKGS"
 if [ "${1:-}" = "--test" ]; then
