@@ -472,8 +472,8 @@ static void on_snapshot_done(evutil_socket_t fd, short what, void *arg)
         return;
     n->snapshot_running = false;
     if (j->rc != DISKIO_OK) {
-        log_event(LOG_ERROR, "raftd", "snapshot failed; will retry", "index=%llu err=\"%s\"",
-                  (unsigned long long)j->index, j->err);
+        log_event(LOG_ERROR, "raftd", "snapshot failed; will retry", "index=%llu err=%s",
+                  (unsigned long long)j->index, log_q(j->err));
         raft_buf_unref(j->data);
         free(j);
         return;
@@ -676,8 +676,8 @@ static void leader_duties(struct node *n)
                 log_event(LOG_INFO, "raftd", "proposing the configuration's partitions", NULL);
                 node_api_propose_internal(n, data, len);
             } else {
-                log_event(LOG_ERROR, "raftd", "configuration partitions refused", "err=\"%s\"",
-                          err);
+                log_event(LOG_ERROR, "raftd", "configuration partitions refused", "err=%s",
+                          log_q(err));
             }
         }
         if (fsm_settings_differ(n->fsm, n->cfg) &&
@@ -885,13 +885,13 @@ static int start_raft(struct node *n, struct storage_recovered *rec, bool bootst
         struct diskio_err err;
         if (storage_snapshot_read(n->st, &rec->snapshot, snap.data->data, snap.data->len,
                                   &err) != DISKIO_OK) {
-            log_event(LOG_ERROR, "raftd", "cannot read the snapshot", "err=\"%s\"", err.msg);
+            log_event(LOG_ERROR, "raftd", "cannot read the snapshot", "err=%s", log_q(err.msg));
             raft_buf_unref(snap.data);
             return err.rc == DISKIO_ECORRUPT ? EXIT_DATAERR : EXIT_OSERR;
         }
         char why[256];
         if (fsm_restore(n->fsm, snap.data->data, snap.data->len, why, sizeof(why)) != FSM_OK) {
-            log_event(LOG_ERROR, "raftd", "the snapshot does not restore", "err=\"%s\"", why);
+            log_event(LOG_ERROR, "raftd", "the snapshot does not restore", "err=%s", log_q(why));
             raft_buf_unref(snap.data);
             return EXIT_DATAERR;
         }

@@ -543,8 +543,8 @@ static void membership_op(struct node *n, struct api_call *call, Spur__Api__Requ
     int rc = node_step_ex(n, &ev, &idx, &term, NULL);
     switch (rc) {
     case RAFT_OK:
-        log_event(LOG_INFO, "raftd", "membership change proposed", "change=\"%s\" id=%u index=%llu",
-                  what, ev.change.id, (unsigned long long)idx);
+        log_event(LOG_INFO, "raftd", "membership change proposed", "change=%s id=%u index=%llu",
+                  log_q(what), ev.change.id, (unsigned long long)idx);
         add_prop_waiter(n, call, idx, term, WAIT_CHANGE, deadline_of(req));
         break;
     case RAFT_ENOTLEADER:

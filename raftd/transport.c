@@ -185,7 +185,7 @@ static void log_refusal(struct transport *t, const char *remote, raft_id claimed
             return;
         }
         log_event(LOG_ERROR, "transport", "incoming peer refused",
-                  "from=%s claimed_id=%u why=\"%s\" repeats=%llu", remote, claimed, why,
+                  "from=%s claimed_id=%u why=%s repeats=%llu", remote, claimed, log_q(why),
                   (unsigned long long)r->suppressed);
         r->last_ms = now;
         r->suppressed = 0;
@@ -195,8 +195,8 @@ static void log_refusal(struct transport *t, const char *remote, raft_id claimed
     snprintf(r->key, sizeof(r->key), "%s", key);
     r->last_ms = now;
     r->suppressed = 0;
-    log_event(LOG_ERROR, "transport", "incoming peer refused", "from=%s claimed_id=%u why=\"%s\"",
-              remote, claimed, why);
+    log_event(LOG_ERROR, "transport", "incoming peer refused", "from=%s claimed_id=%u why=%s",
+              remote, claimed, log_q(why));
 }
 
 /* ---- handshakes ------------------------------------------------------------------- */

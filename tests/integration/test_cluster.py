@@ -294,7 +294,8 @@ def test_garbage_and_foreign_peers_are_refused_and_the_cluster_stays_up(cluster3
         assert foreign.get("/readyz")[0] == 503
         leader_log = c.replica(lid).log()
         foreign_lines = [l for l in leader_log.splitlines()
-                         if "incoming peer refused" in l and '"other"' in l]
+                         # the other cluster's name, quoted inside the quoted why= value
+                         if "incoming peer refused" in l and '\\"other\\"' in l]
         assert len(foreign_lines) == 1, foreign_lines  # once, not once per retry
     finally:
         foreign.kill()
