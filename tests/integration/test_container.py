@@ -149,12 +149,16 @@ class Pods:
     def ready(self, i):
         return self.probe(i) == (200, "ok\n")
 
-    def cli(self, i, *args, timeout=30):
+    def cli(self, i, *args, timeout=40, only_self=True):
+        """The CLI inside container i, talking to its own replica (which forwards writes
+        to the leader) or, with only_self=False, to every replica by name."""
+        hosts = ("127.0.0.1:6817" if only_self else
+                 ",".join(f"spurctld-{k}.spurctld:6817" for k in range(N)))
         return self.exec(i, *args, timeout=timeout,
-                         env={"SPUR_CONTROLLER": "127.0.0.1:6817", "SPUR_TIMEOUT_MS": "10000"})
+                         env={"SPUR_CONTROLLER": hosts, "SPUR_TIMEOUT_MS": "20000"})
 
     def status(self, i):
-        p = self.cli(i, "scontrol", "raft", "status", "--json", timeout=20)
+        p = self.cli(i, "scontrol", "raft", "status", "--json", timeout=30, only_self=True)
         return json.loads(p.stdout) if p.returncode == 0 else None
 
     def inspect(self, i, fmt):
@@ -197,7 +201,7 @@ def leader_of(pods, among):
 
 
 def job_names(pods, i):
-    p = pods.cli(i, "squeue", "-t", "all", "--json")
+    p = pods.cli(i, "squeue", "-t", "all", "--json", only_self=True)
     assert p.returncode == 0, p.stderr
     return {j["name"] for j in json.loads(p.stdout)}
 
@@ -259,5 +263,9 @@ def test_three_containers_survive_a_worker_kill_and_stop_cleanly(image, tmp_path
             assert took < grace_s, (i, took)
         print(f"\ncontainer: 3 containers start-to-ready {t_ready:.1f}s; "
               f"worker kill to ready again {t_back:.1f}s")
+    except BaseException:
+        for i in range(N):  # what each replica said, for the failure report
+            print(f"\n==== {pods.names[i]} ====\n" + pods.logs(i)[-6000:])
+        raise
     finally:
         pods.remove()
