@@ -233,9 +233,13 @@ def test_three_containers_survive_a_worker_kill_and_stop_cleanly(image, tmp_path
         t_kill = time.monotonic()
         os.kill(wpid, 9)
         others = [i for i in range(N) if i != li]
-        # The other two elect a leader among themselves and keep taking writes.
-        new_leader = leader_of(pods, others)
-        assert new_leader != leader
+        term = pods.status(others[0])["term"]
+        # The other two elect a leader in a new term and keep taking writes. (The killed
+        # replica may be back within a second or two and win that election itself: what
+        # matters is that the cluster moves on without waiting for it.)
+        wait_until(lambda: all((st := pods.status(i)) is not None and st["term"] > term
+                               and st["leader_id"] for i in others), 60, interval=0.2,
+                   what="a new term with a leader on the other two")
         for k in range(5):
             p = pods.cli(others[k % 2], "sbatch", "--wrap", "true", "-J", f"during-{k}")
             assert p.returncode == 0, p.stderr
