@@ -65,6 +65,10 @@ def runtime_args():
 
 
 def skip_reason():
+    if os.environ.get("ASAN_OPTIONS"):
+        # The image is built from the source tree by its own Containerfile, whatever the
+        # build dir: the sanitizer pass of scripts/test.sh would run the same image again.
+        return "the image does not depend on the sanitizer build; run once, in the first pass"
     if os.geteuid() != 0:
         return "needs root (rootful podman and debootstrap)"
     for prog in ("podman", "debootstrap"):
@@ -88,6 +92,7 @@ def image():
     t_base = time.monotonic() - t0
     tag = f"localhost/spurctld:test-{uuid.uuid4().hex[:8]}"
     t1 = time.monotonic()
+    built_after = int(time.time()) - 1
     run(["podman", "build", "-f", "examples/k8s/Containerfile",
          "--build-arg", f"BUILD_BASE={bases['BUILD_BASE']}",
          "--build-arg", f"RUNTIME_BASE={bases['RUNTIME_BASE']}",
@@ -99,6 +104,13 @@ def image():
           f"image size {size / 1e6:.1f} MB")
     yield tag
     run(["podman", "rmi", "-f", tag], check=False, timeout=120)
+    # Every build whose sources changed leaves the previous build stage (compilers and a
+    # build tree, about 700 MB) behind as an untagged layer cache: on a CI machine they
+    # pile up run after run. Drop those of earlier runs, only images made from our bases
+    # (they carry the spur.base-key label) and older than this build, so this run's
+    # layers stay as the next run's cache and nobody else's images are touched.
+    run(["podman", "image", "prune", "-f", "--filter", "label=spur.base-key",
+         "--filter", f"until={built_after}"], check=False, timeout=300)
 
 
 class Pods:
@@ -125,6 +137,10 @@ class Pods:
         run(["podman", "run", "-d", "--name", self.names[i], "--hostname", f"spurctld-{i}",
              "--network", self.net, "--network-alias", f"spurctld-{i}.spurctld",
              "--restart", "on-failure",
+             # The StatefulSet's securityContext: read-only root filesystem (and no
+             # tmpfs in its place, as in a pod), no capabilities, no privilege gain.
+             "--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL",
+             "--security-opt", "no-new-privileges",
              "-v", f"{self.conf}:/etc/spur/spur.yaml:ro", "-v", f"{self.vols[i]}:/var/spool/spur",
              *runtime_args(), self.image], timeout=120)
 
@@ -172,6 +188,14 @@ class Pods:
         kids = [k for k in spurtest.children_of(pid1) if spurtest.proc_comm(k) == "spurctld-raftd"]
         assert len(kids) == 1, (pid1, kids)
         return kids[0]
+
+    def exit_codes_since(self, i, since):
+        """Exit codes of container i's deaths since the Unix time `since`, from podman's
+        events: what the runtime saw, whatever the container's log says."""
+        p = run(["podman", "events", "--stream=false", "--since", str(since),
+                 "--filter", f"container={self.names[i]}", "--filter", "event=died",
+                 "--format", "{{.ContainerExitCode}}"], timeout=60)
+        return [int(x) for x in p.stdout.split()]
 
     def logs(self, i):
         p = subprocess.run(["podman", "logs", self.names[i]], capture_output=True, text=True,
@@ -231,6 +255,7 @@ def test_three_containers_survive_a_worker_kill_and_stop_cleanly(image, tmp_path
         wpid = pods.worker_host_pid(li)
         restarts = int(pods.inspect(li, "{{.RestartCount}}"))
         t_kill = time.monotonic()
+        t_kill_wall = int(time.time()) - 1
         os.kill(wpid, 9)
         others = [i for i in range(N) if i != li]
         term = pods.status(others[0])["term"]
@@ -241,7 +266,13 @@ def test_three_containers_survive_a_worker_kill_and_stop_cleanly(image, tmp_path
                                and st["leader_id"] for i in others), 60, interval=0.2,
                    what="a new term with a leader on the other two")
         for k in range(5):
-            p = pods.cli(others[k % 2], "sbatch", "--wrap", "true", "-J", f"during-{k}")
+            # A refusal ("not the Raft leader", nothing applied) may still come while the
+            # follower's forwarder finds the new leader's address: a user submits again.
+            # Seen when the container's DNS timed out; bounded to three tries.
+            for attempt in range(3):
+                p = pods.cli(others[k % 2], "sbatch", "--wrap", "true", "-J", f"during-{k}")
+                if p.returncode == 0 or "not the Raft leader" not in p.stderr:
+                    break
             assert p.returncode == 0, p.stderr
             acked.add(f"during-{k}")
         # podman restarts the container (on-failure: its exit was 70) ...
@@ -249,6 +280,7 @@ def test_three_containers_survive_a_worker_kill_and_stop_cleanly(image, tmp_path
                    interval=0.2, what="the container restarted")
         log = pods.logs(li)
         assert re.search(r'comp=sup msg="worker died" exit=70 .*killed by SIGKILL', log), log[-3000:]
+        assert pods.exit_codes_since(li, t_kill_wall) == [70]
         # ... and it is ready again, with every acknowledged job.
         wait_until(lambda: pods.ready(li), 60, interval=0.2, what="restarted container ready")
         t_back = time.monotonic() - t_kill
