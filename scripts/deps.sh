@@ -9,7 +9,7 @@ BUILD_PKGS="gcc pkg-config meson ninja-build libevent-dev libprotobuf-c-dev prot
 libpq-dev libyaml-dev"
 TEST_PKGS="check python3 python3-pytest python3-yaml postgresql wrk mandoc clang
 libclang-rt-14-dev util-linux iproute2 procps systemd shellcheck
-podman runc netavark aardvark-dns debootstrap"
+podman runc netavark aardvark-dns iptables debootstrap"
 
 want="$BUILD_PKGS"
 if [ "${1:-}" = "--test" ]; then
