@@ -11,6 +11,7 @@
  * on a fresh state machine, or on one restored mid-way, ends in the same bytes.
  */
 #include "cfg.h"
+#include "controller.h"
 #include "fsm.h"
 #include "fsm_map.h"
 
@@ -1072,35 +1073,11 @@ START_TEST(test_partitions)
 }
 END_TEST
 
-/*
- * The configuration's partitions and settings as the state machine takes them (the
- * controller makes the same conversion from struct cfg in raftd/controller.c).
- */
-struct conf_of {
-    struct fsm_partition_conf parts[16];
-    size_t n;
-    struct fsm_settings_conf settings;
-};
-
-static struct conf_of *conf_of(const struct cfg *c, struct conf_of *out)
+/* The configuration's partitions and settings as the controller hands them over. */
+static struct controller_fsm_conf *conf_of(const struct cfg *c, struct controller_fsm_conf *out)
 {
-    ck_assert_uint_le(c->npartitions, 16);
-    out->n = c->npartitions;
-    for (size_t i = 0; i < c->npartitions; i++) {
-        const struct cfg_partition *cp = &c->partitions[i];
-        out->parts[i] = (struct fsm_partition_conf){
-            .name = cp->name,
-            .nodes = cp->nodes,
-            .is_default = cp->is_default,
-            .up = cp->up,
-            .max_nodes = cp->max_nodes,
-            .max_time_min = cp->max_time_min,
-            .max_cpus_per_node = cp->max_cpus_per_node,
-            .max_mem_mb_per_node = cp->max_mem_mb_per_node,
-        };
-    }
-    out->settings.finished_job_retention_s = c->controller.finished_job_retention_s;
-    out->settings.max_script_bytes = c->controller.max_script_bytes;
+    controller_fsm_conf_free(out);
+    ck_assert_int_eq(controller_fsm_conf(c, out), 0);
     return out;
 }
 
@@ -1109,30 +1086,39 @@ START_TEST(test_config_sync)
     struct t t;
     t_init_bare(&t, NULL);
     struct cfg c;
-    struct conf_of k;
+    struct controller_fsm_conf k = {0};
     ck_assert_int_eq(cfg_defaults(&c), 0);
-    ck_assert(fsm_partitions_differ(t.f, conf_of(&c, &k)->parts, k.n));
-    ck_assert(!fsm_settings_differ(t.f, &conf_of(&c, &k)->settings)); /* the built-in defaults match cfg's */
+    conf_of(&c, &k);
+    ck_assert(fsm_partitions_differ(t.f, k.parts, k.n));
+    conf_of(&c, &k);
+    ck_assert(!fsm_settings_differ(t.f, &k.settings)); /* the built-in defaults match cfg's */
 
     uint8_t *buf;
     size_t len;
     char err[FSM_ERR_MAX];
-    ck_assert_int_eq(fsm_encode_set_partitions(conf_of(&c, &k)->parts, k.n, t.now, &buf, &len, err, sizeof(err)), FSM_OK);
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_partitions(k.parts, k.n, t.now, &buf, &len, err, sizeof(err)),
+                     FSM_OK);
     struct fsm_reply reply;
     ck_assert_int_eq(fsm_apply(t.f, 1, buf, len, &reply), FSM_OK);
     ck_assert_int_eq(reply.resp->code, C_OK);
     fsm_reply_clear(&reply);
     free(buf);
-    ck_assert(!fsm_partitions_differ(t.f, conf_of(&c, &k)->parts, k.n));
+    conf_of(&c, &k);
+    ck_assert(!fsm_partitions_differ(t.f, k.parts, k.n));
 
     /* A list with blanks and repeats is cleaned up before it is proposed. */
     char *old = c.partitions[0].nodes;
     c.partitions[0].nodes = " b1, a1 ,,b1,c1";
-    ck_assert(fsm_partitions_differ(t.f, conf_of(&c, &k)->parts, k.n));
-    ck_assert_int_eq(fsm_encode_set_partitions(conf_of(&c, &k)->parts, k.n, t.now, &buf, &len, err, sizeof(err)), FSM_OK);
+    conf_of(&c, &k);
+    ck_assert(fsm_partitions_differ(t.f, k.parts, k.n));
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_partitions(k.parts, k.n, t.now, &buf, &len, err, sizeof(err)),
+                     FSM_OK);
     ck_assert_int_eq(fsm_apply(t.f, 2, buf, len, NULL), FSM_OK);
     free(buf);
-    ck_assert(!fsm_partitions_differ(t.f, conf_of(&c, &k)->parts, k.n));
+    conf_of(&c, &k);
+    ck_assert(!fsm_partitions_differ(t.f, k.parts, k.n));
     struct fsm_read rd;
     ck_assert_int_eq(fsm_get_partitions(t.f, NULL, &rd), FSM_OK);
     const Spur__Api__Partition *p = rd.resp.partitions->partitions[0];
@@ -1144,21 +1130,26 @@ START_TEST(test_config_sync)
 
     /* A configuration apply would refuse is refused here, before the log. */
     c.partitions[0].nodes = "ok1,bad/name";
-    ck_assert_int_eq(fsm_encode_set_partitions(conf_of(&c, &k)->parts, k.n, t.now, &buf, &len, err, sizeof(err)),
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_partitions(k.parts, k.n, t.now, &buf, &len, err, sizeof(err)),
                      FSM_EINVAL);
     ck_assert_msg(strstr(err, "bad/name") != NULL, "%s", err);
     c.partitions[0].nodes = old;
 
     /* Settings. */
     c.controller.finished_job_retention_s = 30;
-    ck_assert(fsm_settings_differ(t.f, &conf_of(&c, &k)->settings));
-    ck_assert_int_eq(fsm_encode_set_settings(&conf_of(&c, &k)->settings, t.now, &buf, &len), FSM_OK);
+    conf_of(&c, &k);
+    ck_assert(fsm_settings_differ(t.f, &k.settings));
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_settings(&k.settings, t.now, &buf, &len), FSM_OK);
     ck_assert_int_eq(fsm_apply(t.f, 3, buf, len, NULL), FSM_OK);
     free(buf);
-    ck_assert(!fsm_settings_differ(t.f, &conf_of(&c, &k)->settings));
+    conf_of(&c, &k);
+    ck_assert(!fsm_settings_differ(t.f, &k.settings));
     struct fsm_stats st;
     fsm_stats(t.f, &st);
     ck_assert_uint_eq(st.finished_job_retention_s, 30);
+    controller_fsm_conf_free(&k);
     cfg_free(&c);
 
     set_settings(&t, 400u * 86400u, 100, C_INVALID, "retention");
