@@ -1,6 +1,6 @@
 /*
- * test_http.c - the health responder's HTTP/1.x parser and response formatter
- * (supervisor/http.c).
+ * test_http.c - the HTTP/1.x parser and response formatter of the health responder and
+ * the metrics listener (common/http.c).
  *
  * Pinned here: methods, targets and query strings; keep-alive defaults of HTTP/1.0 and 1.1
  * and the Connection token lists that change them; bare LF line ends and leading empty
@@ -457,6 +457,61 @@ START_TEST(test_response_small_buffer)
 }
 END_TEST
 
+/* The metrics listener's head: its own content type, a body it sends itself. */
+START_TEST(test_format_head)
+{
+    char out[512];
+    size_t n = http_format_head(out, sizeof(out), 200, "text/plain; version=0.0.4", 12345, true,
+                                false);
+    const char *want = "HTTP/1.1 200 OK\r\n"
+                       "Content-Type: text/plain; version=0.0.4\r\n"
+                       "Content-Length: 12345\r\n"
+                       "Cache-Control: no-store\r\n"
+                       "Connection: keep-alive\r\n"
+                       "\r\n";
+    ck_assert_uint_eq(n, strlen(want));
+    ck_assert_str_eq(out, want);
+
+    n = http_format_head(out, sizeof(out), 405, "text/plain; charset=utf-8", 0, false, true);
+    want = "HTTP/1.1 405 Method Not Allowed\r\n"
+           "Content-Type: text/plain; charset=utf-8\r\n"
+           "Content-Length: 0\r\n"
+           "Cache-Control: no-store\r\n"
+           "Allow: GET, HEAD\r\n"
+           "Connection: close\r\n"
+           "\r\n";
+    ck_assert_uint_eq(n, strlen(want));
+    ck_assert_str_eq(out, want);
+
+    /* The head and its NUL must fit: one byte short is 0. */
+    size_t full = http_format_head(out, sizeof(out), 503, "x", 3, false, false);
+    ck_assert_uint_gt(full, 0);
+    ck_assert_uint_eq(http_format_head(out, full, 503, "x", 3, false, false), 0);
+    ck_assert_uint_eq(http_format_head(out, full + 1, 503, "x", 3, false, false), full);
+    ck_assert_str_eq(http_reason(503), "Service Unavailable");
+    ck_assert_str_eq(http_reason(418), "Unknown");
+}
+END_TEST
+
+/* A whole response is exactly its head followed by the body (GET) or the head alone. */
+START_TEST(test_response_is_head_and_body)
+{
+    char resp[512], head[512];
+    size_t n = http_format_response(resp, sizeof(resp), 404, "not found\n", false, false, false);
+    size_t h = http_format_head(head, sizeof(head), 404, "text/plain; charset=utf-8", 10, false,
+                                false);
+    ck_assert_uint_gt(h, 0);
+    ck_assert_uint_eq(n, h + 10);
+    ck_assert_int_eq(memcmp(resp, head, h), 0);
+    ck_assert_str_eq(resp + h, "not found\n");
+    /* Room for the head but not the body: 0, not a response cut after its head. */
+    ck_assert_uint_eq(
+        http_format_response(resp, h + 5, 404, "not found\n", false, false, false), 0);
+    ck_assert_uint_eq(http_format_response(resp, h + 1, 404, "not found\n", true, false, false),
+                      h);
+}
+END_TEST
+
 /* ---- http_serve: pipelining ---------------------------------------------------------- */
 
 struct probe_log {
@@ -780,6 +835,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_response_405);
     tcase_add_test(tc, test_response_reasons);
     tcase_add_test(tc, test_response_small_buffer);
+    tcase_add_test(tc, test_format_head);
+    tcase_add_test(tc, test_response_is_head_and_body);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("serve");
