@@ -19,10 +19,10 @@
 #include "cfg.h"
 
 #include "log.h"
+#include "netaddr.h"
 #include "spur_build.h"
 #include "ytree.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -42,8 +42,6 @@ struct key {
     size_t cnt_off; /* K_STRLIST: offset of the size_t element count */
 };
 
-static int check_hostport(const char *v, char *why, size_t whylen);
-static int check_bind(const char *v, char *why, size_t whylen);
 static int check_cluster_name(const char *v, char *why, size_t whylen);
 static int check_abs_path(const char *v, char *why, size_t whylen);
 static int check_log_level(const char *v, char *why, size_t whylen);
@@ -55,12 +53,12 @@ static int check_nonempty(const char *v, char *why, size_t whylen);
 static const struct key top_keys[] = {
     {"cluster_name", K_STR, OFF(cluster_name), 0, 0, check_cluster_name},
     {"controller", K_MAP, 0, 0, 0, NULL},
-    {"controller.listen", K_STR, OFF(controller.listen), 0, 0, check_hostport},
+    {"controller.listen", K_STR, OFF(controller.listen), 0, 0, netaddr_check_hostport},
     {"controller.state_dir", K_STR, OFF(controller.state_dir), 0, 0, check_abs_path},
     {"controller.node_id", K_U32, OFF(controller.node_id), 0, CFG_MAX_PEERS, NULL},
-    {"controller.peers", K_STRLIST, OFF(controller.peers), 1, CFG_MAX_PEERS, check_hostport,
-     OFF(controller.npeers)},
-    {"controller.hosts", K_STRLIST, OFF(controller.hosts), 1, 16, check_hostport,
+    {"controller.peers", K_STRLIST, OFF(controller.peers), 1, CFG_MAX_PEERS,
+     netaddr_check_hostport, OFF(controller.npeers)},
+    {"controller.hosts", K_STRLIST, OFF(controller.hosts), 1, 16, netaddr_check_hostport,
      OFF(controller.nhosts)},
     {"controller.finished_job_retention_s", K_U32, OFF(controller.finished_job_retention_s), 0,
      365u * 86400u, NULL},
@@ -68,7 +66,7 @@ static const struct key top_keys[] = {
      NULL},
     {"controller.max_script_bytes", K_U32, OFF(controller.max_script_bytes), 1, 4u << 20, NULL},
     {"raft", K_MAP, 0, 0, 0, NULL},
-    {"raft.listen", K_STR, OFF(raft.listen), 0, 0, check_hostport},
+    {"raft.listen", K_STR, OFF(raft.listen), 0, 0, netaddr_check_hostport},
     {"raft.heartbeat_ms", K_U32, OFF(raft.heartbeat_ms), 10, 10000, NULL},
     {"raft.election_timeout_ms", K_U32, OFF(raft.election_timeout_ms), 50, 60000, NULL},
     {"raft.snapshot_entries", K_U32, OFF(raft.snapshot_entries), 100, 100000000, NULL},
@@ -77,14 +75,14 @@ static const struct key top_keys[] = {
     {"raft.fsync", K_BOOL, OFF(raft.fsync), 0, 0, NULL},
     {"health", K_MAP, 0, 0, 0, NULL},
     {"health.enabled", K_BOOL, OFF(health.enabled), 0, 0, NULL},
-    {"health.bind", K_STR, OFF(health.bind), 0, 0, check_bind},
-    {"health.port", K_U32, OFF(health.port), 1, 65535, NULL},
+    {"health.bind", K_STR, OFF(health.bind), 0, 0, netaddr_check_bind},
+    {"health.port", K_U32, OFF(health.port), NETADDR_PORT_MIN, NETADDR_PORT_MAX, NULL},
     {"health.max_connections", K_U32, OFF(health.max_connections), 8, 65536, NULL},
     {"health.idle_timeout_ms", K_U32, OFF(health.idle_timeout_ms), 100, 3600000, NULL},
     {"metrics", K_MAP, 0, 0, 0, NULL},
     {"metrics.enabled", K_BOOL, OFF(metrics.enabled), 0, 0, NULL},
-    {"metrics.bind", K_STR, OFF(metrics.bind), 0, 0, check_bind},
-    {"metrics.port", K_U32, OFF(metrics.port), 1, 65535, NULL},
+    {"metrics.bind", K_STR, OFF(metrics.bind), 0, 0, netaddr_check_bind},
+    {"metrics.port", K_U32, OFF(metrics.port), NETADDR_PORT_MIN, NETADDR_PORT_MAX, NULL},
     {"supervisor", K_MAP, 0, 0, 0, NULL},
     {"supervisor.heartbeat_ms", K_U32, OFF(supervisor.heartbeat_ms), 10, 60000, NULL},
     {"supervisor.stall_timeout_ms", K_U32, OFF(supervisor.stall_timeout_ms), 50, 3600000, NULL},
@@ -243,90 +241,18 @@ int cfg_defaults(struct cfg *c)
 
 /* ---- value checks ------------------------------------------------------------------- */
 
+/*
+ * The address grammar is netaddr's (common/netaddr.c); these two keep the names the worker
+ * calls them by.
+ */
 int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port)
 {
-    const char *colon;
-    size_t hlen;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (rb == NULL || rb[1] != ':')
-            return -1;
-        hlen = (size_t)(rb - s - 1);
-        if (hlen == 0 || hlen >= hostlen)
-            return -1;
-        memcpy(host, s + 1, hlen);
-        host[hlen] = '\0';
-        colon = rb + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL || strchr(s, ':') != colon)
-            return -1; /* no port, or a bare IPv6 address without brackets */
-        hlen = (size_t)(colon - s);
-        if (hlen == 0 || hlen >= hostlen)
-            return -1;
-        memcpy(host, s, hlen);
-        host[hlen] = '\0';
-        for (size_t i = 0; i < hlen; i++) {
-            unsigned char ch = (unsigned char)host[i];
-            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
-                return -1;
-        }
-    }
-    const char *p = colon + 1;
-    if (*p == '\0' || strlen(p) > 5)
-        return -1;
-    unsigned long v = 0;
-    for (; *p; p++) {
-        if (!isdigit((unsigned char)*p))
-            return -1;
-        v = v * 10 + (unsigned long)(*p - '0');
-    }
-    if (v == 0 || v > 65535)
-        return -1;
-    *port = (uint16_t)v;
-    return 0;
+    return netaddr_split_hostport(s, host, hostlen, port);
 }
 
 int cfg_bind_address(const char *bind, char *addr, size_t addrlen)
 {
-    unsigned char buf[sizeof(struct in6_addr)];
-    if (strcmp(bind, "all") == 0) {
-        snprintf(addr, addrlen, "::");
-        return 0;
-    }
-    if (strcmp(bind, "loopback") == 0) {
-        snprintf(addr, addrlen, "127.0.0.1");
-        return 0;
-    }
-    if (inet_pton(AF_INET, bind, buf) == 1 || inet_pton(AF_INET6, bind, buf) == 1) {
-        snprintf(addr, addrlen, "%s", bind);
-        return 0;
-    }
-    return -1;
-}
-
-static int check_hostport(const char *v, char *why, size_t whylen)
-{
-    char host[256];
-    uint16_t port;
-    if (cfg_split_hostport(v, host, sizeof(host), &port) != 0) {
-        snprintf(why, whylen, "\"%s\" is not HOST:PORT (IPv6 as [ADDR]:PORT, port 1-65535)", v);
-        return -1;
-    }
-    return 0;
-}
-
-static int check_bind(const char *v, char *why, size_t whylen)
-{
-    char addr[64];
-    if (cfg_bind_address(v, addr, sizeof(addr)) != 0) {
-        snprintf(why, whylen, "\"%s\" is not all, loopback or an IP address", v);
-        return -1;
-    }
-    return 0;
+    return netaddr_bind_address(bind, addr, addrlen);
 }
 
 static int check_cluster_name(const char *v, char *why, size_t whylen)
@@ -891,48 +817,6 @@ static void rules_timing(const struct rules *R)
     }
 }
 
-/* An address as bytes for comparison: 16 bytes, IPv4 as ::ffff:a.b.c.d. false: a name. */
-static bool addr_bytes(const char *host, unsigned char out[16])
-{
-    struct in_addr a4;
-    if (inet_pton(AF_INET, host, &a4) == 1) {
-        memset(out, 0, 10);
-        out[10] = out[11] = 0xff;
-        memcpy(out + 12, &a4, 4);
-        return true;
-    }
-    return inet_pton(AF_INET6, host, out) == 1;
-}
-
-static bool addr_is_any(const unsigned char a[16])
-{
-    static const unsigned char any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
-    return memcmp(a, any6, 16) == 0 || memcmp(a, any4, 16) == 0;
-}
-
-/*
- * Could listeners bound to hosts a and b on one port collide? Yes when either is a
- * wildcard ("::" takes IPv4 too, dual stack), when they are the same address, and when
- * either is a host name, which could resolve to anything.
- */
-static bool addrs_overlap(const char *a, const char *b)
-{
-    unsigned char x[16], y[16];
-    if (!addr_bytes(a, x) || !addr_bytes(b, y))
-        return true;
-    return addr_is_any(x) || addr_is_any(y) || memcmp(x, y, 16) == 0;
-}
-
-/* Same host, as the peers see it: the same address, or the same name in any case. */
-static bool same_host(const char *a, const char *b)
-{
-    unsigned char x[16], y[16];
-    bool ax = addr_bytes(a, x), by = addr_bytes(b, y);
-    if (ax && by)
-        return memcmp(x, y, 16) == 0;
-    return !ax && !by && strcasecmp(a, b) == 0;
-}
-
 /* This replica's listeners, in the order rules name them. */
 struct listener {
     const char *key;   /* the key that sets the port */
@@ -941,43 +825,48 @@ struct listener {
     uint16_t port;
 };
 
+/* A listener of a "HOST:PORT" key (controller.listen, raft.listen) unless it was refused. */
+static void add_listen(const struct rules *R, struct listener *out, size_t *n, const char *key,
+                       const char *hostport, const char *what)
+{
+    struct listener *l = &out[*n];
+    if (refused(R, key) ||
+        netaddr_split_hostport(hostport, l->host, sizeof(l->host), &l->port) != 0)
+        return;
+    l->key = key;
+    l->what = what;
+    (*n)++;
+}
+
+/*
+ * A listener of a bind and a port key (health.*, metrics.*) when it is enabled and none of
+ * its three keys was refused; messages name it by its port key.
+ */
+static void add_bound(const struct rules *R, struct listener *out, size_t *n, bool enabled,
+                      const char *bind, uint32_t port, const char *enabled_key,
+                      const char *bind_key, const char *port_key)
+{
+    struct listener *l = &out[*n];
+    if (!enabled || refused(R, enabled_key) || refused(R, port_key) || refused(R, bind_key) ||
+        netaddr_bind_address(bind, l->host, sizeof(l->host)) != 0)
+        return;
+    l->port = (uint16_t)port;
+    l->key = port_key;
+    l->what = port_key;
+    (*n)++;
+}
+
 static size_t listeners_of(const struct rules *R, struct listener *out)
 {
     const struct cfg *c = R->c;
     size_t n = 0;
-    char addr[64];
-    if (!refused(R, "controller.listen") &&
-        cfg_split_hostport(c->controller.listen, out[n].host, sizeof(out[n].host),
-                           &out[n].port) == 0) {
-        out[n].key = "controller.listen";
-        out[n].what = "the port of controller.listen";
-        n++;
-    }
-    if (!refused(R, "raft.listen") &&
-        cfg_split_hostport(c->raft.listen, out[n].host, sizeof(out[n].host), &out[n].port) ==
-            0) {
-        out[n].key = "raft.listen";
-        out[n].what = "the port of raft.listen";
-        n++;
-    }
-    if (c->health.enabled && !refused(R, "health.enabled") && !refused(R, "health.port") &&
-        !refused(R, "health.bind") &&
-        cfg_bind_address(c->health.bind, addr, sizeof(addr)) == 0) {
-        snprintf(out[n].host, sizeof(out[n].host), "%s", addr);
-        out[n].port = (uint16_t)c->health.port;
-        out[n].key = "health.port";
-        out[n].what = "health.port";
-        n++;
-    }
-    if (c->metrics.enabled && !refused(R, "metrics.enabled") && !refused(R, "metrics.port") &&
-        !refused(R, "metrics.bind") &&
-        cfg_bind_address(c->metrics.bind, addr, sizeof(addr)) == 0) {
-        snprintf(out[n].host, sizeof(out[n].host), "%s", addr);
-        out[n].port = (uint16_t)c->metrics.port;
-        out[n].key = "metrics.port";
-        out[n].what = "metrics.port";
-        n++;
-    }
+    add_listen(R, out, &n, "controller.listen", c->controller.listen,
+               "the port of controller.listen");
+    add_listen(R, out, &n, "raft.listen", c->raft.listen, "the port of raft.listen");
+    add_bound(R, out, &n, c->health.enabled, c->health.bind, c->health.port, "health.enabled",
+              "health.bind", "health.port");
+    add_bound(R, out, &n, c->metrics.enabled, c->metrics.bind, c->metrics.port,
+              "metrics.enabled", "metrics.bind", "metrics.port");
     return n;
 }
 
@@ -986,7 +875,7 @@ static void rules_listeners(const struct rules *R, const struct listener *l, siz
 {
     for (size_t i = 0; i < nl; i++)
         for (size_t j = i + 1; j < nl; j++) {
-            if (l[i].port != l[j].port || !addrs_overlap(l[i].host, l[j].host))
+            if (l[i].port != l[j].port || !netaddr_hosts_overlap(l[i].host, l[j].host))
                 continue;
             const struct listener *at = &l[i], *other = &l[j];
             if (!report_at_first(R, l[i].key, l[j].key)) {
@@ -1018,10 +907,10 @@ static void rules_peers(const struct rules *R)
         for (size_t i = 0; i < j; i++) {
             char hi[256], hj[256];
             uint16_t pi, pj;
-            if (cfg_split_hostport(c->controller.peers[i], hi, sizeof(hi), &pi) != 0 ||
-                cfg_split_hostport(c->controller.peers[j], hj, sizeof(hj), &pj) != 0)
+            if (netaddr_split_hostport(c->controller.peers[i], hi, sizeof(hi), &pi) != 0 ||
+                netaddr_split_hostport(c->controller.peers[j], hj, sizeof(hj), &pj) != 0)
                 continue;
-            if (pi == pj && same_host(hi, hj)) {
+            if (pi == pj && netaddr_same_host(hi, hj)) {
                 char key[48];
                 snprintf(key, sizeof(key), "controller.peers[%zu]", j);
                 rule_error(R, peer_line(R, j), key,
@@ -1057,7 +946,7 @@ static enum derive derive_id(const struct cfg *c, const char *hostname, size_t *
         for (int pass = 0; pass < 2; pass++) {
             size_t found = 0, first = 0;
             for (size_t i = 0; i < c->controller.npeers; i++) {
-                if (cfg_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
+                if (netaddr_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
                     continue;
                 if (pass == 1) {
                     char *hdot = strchr(host, '.');
@@ -1120,7 +1009,7 @@ static void rules_self(const struct rules *R, const char *hostname, const struct
     }
     char shost[256];
     uint16_t sport;
-    if (cfg_split_hostport(c->controller.peers[self], shost, sizeof(shost), &sport) != 0)
+    if (netaddr_split_hostport(c->controller.peers[self], shost, sizeof(shost), &sport) != 0)
         return;
     const struct listener *raft = NULL;
     for (size_t k = 0; k < nl; k++)
@@ -1129,8 +1018,8 @@ static void rules_self(const struct rules *R, const char *hostname, const struct
     for (size_t i = 0; i < c->controller.npeers; i++) {
         char h[256], key[48];
         uint16_t p;
-        if (cfg_split_hostport(c->controller.peers[i], h, sizeof(h), &p) != 0 ||
-            !same_host(h, shost) || (i != self && p == sport))
+        if (netaddr_split_hostport(c->controller.peers[i], h, sizeof(h), &p) != 0 ||
+            !netaddr_same_host(h, shost) || (i != self && p == sport))
             continue; /* elsewhere, or this replica listed twice (rules_peers says so) */
         snprintf(key, sizeof(key), "controller.peers[%zu]", i);
         for (size_t k = 0; k < nl; k++) {
