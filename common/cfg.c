@@ -18,6 +18,7 @@
  */
 #include "cfg.h"
 
+#include "buf.h"
 #include "log.h"
 #include "netaddr.h"
 #include "spur_build.h"
@@ -46,6 +47,8 @@ static int check_cluster_name(const char *v, char *why, size_t whylen);
 static int check_abs_path(const char *v, char *why, size_t whylen);
 static int check_log_level(const char *v, char *why, size_t whylen);
 static int check_nonempty(const char *v, char *why, size_t whylen);
+
+#define CFG_READ_CHUNK 4096 /* cfg_load_host() reads the file in pieces of at least this */
 
 #define OFF(field) offsetof(struct cfg, field)
 #define POFF(field) offsetof(struct cfg_partition, field)
@@ -1234,43 +1237,36 @@ int cfg_load_host(const char *path, const char *hostname, struct cfg *c, struct 
         }
         return file_error(err, p, 0, "cannot open: %s", strerror(errno));
     }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    if (buf == NULL) {
-        fclose(f);
-        return file_error(err, p, 0, "out of memory");
-    }
+    /* Read it whole, at most one chunk past the cap: enough to know it is too large. */
+    struct buf b;
+    buf_init(&b);
     for (;;) {
-        if (len == cap) {
-            if (cap > CFG_MAX_FILE_BYTES) {
-                free(buf);
-                fclose(f);
-                return file_error(err, p, 1, "file is larger than %u bytes (1 MiB)",
-                                  CFG_MAX_FILE_BYTES);
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (nb == NULL) {
-                free(buf);
-                fclose(f);
-                return file_error(err, p, 0, "out of memory");
-            }
-            buf = nb;
-            cap *= 2;
+        if (b.len > CFG_MAX_FILE_BYTES) {
+            buf_free(&b);
+            fclose(f);
+            return file_error(err, p, 1, "file is larger than %u bytes (1 MiB)",
+                              CFG_MAX_FILE_BYTES);
         }
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
+        if (!buf_reserve(&b, CFG_READ_CHUNK)) {
+            buf_free(&b);
+            fclose(f);
+            return file_error(err, p, 0, "out of memory");
+        }
+        /* buf_reserve() keeps a byte for the NUL: read into the rest. */
+        size_t k = fread(b.p + b.len, 1, b.cap - b.len - 1, f);
+        b.len += k;
         if (k == 0)
             break;
     }
     if (ferror(f)) {
         int e = errno;
-        free(buf);
+        buf_free(&b);
         fclose(f);
         return file_error(err, p, 0, "cannot read: %s", strerror(e));
     }
     fclose(f);
-    int rc = load_buffer(p, buf, len, hostname, c, err);
-    free(buf);
+    int rc = load_buffer(p, b.p, b.len, hostname, c, err);
+    buf_free(&b);
     return rc;
 }
 
