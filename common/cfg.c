@@ -362,18 +362,28 @@ void cfg_log_errors(const char *comp, const struct cfg_error *err)
               err->count, err->more ? "+" : "", log_quote(q, sizeof(q), err->msg));
 }
 
+static void add_errorv(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                       const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+/* add_error() with the reason formatted: what fail(), rule_error() and file_error() share. */
+static void add_errorv(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                       const char *fmt, va_list ap)
+{
+    char why[400];
+    vsnprintf(why, sizeof(why), fmt, ap);
+    add_error(err, name, line, key, why);
+}
+
 static void add_errorf(struct cfg_error *err, const char *name, unsigned line, const char *key,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static void add_errorf(struct cfg_error *err, const char *name, unsigned line, const char *key,
                        const char *fmt, ...)
 {
-    char why[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    add_errorv(err, name, line, key, fmt, ap);
     va_end(ap);
-    add_error(err, name, line, key, why);
 }
 
 /* ---- the walk ----------------------------------------------------------------------- */
@@ -396,12 +406,10 @@ static int fail(struct loader *L, unsigned line, const char *key, const char *fm
 
 static int fail(struct loader *L, unsigned line, const char *key, const char *fmt, ...)
 {
-    char why[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    add_errorv(L->err, L->name, line, key, fmt, ap);
     va_end(ap);
-    add_error(L->err, L->name, line, key, why);
     return -1;
 }
 
@@ -446,17 +454,36 @@ static const char *node_kind(const struct ynode *n)
     return "nothing";
 }
 
+/*
+ * v as the string value of key (a K_STR key or one entry of a K_STRLIST): a scalar, not
+ * null, without a NUL byte, that check (when not NULL) accepts. NULL, recorded, if not.
+ */
+static const char *string_value(struct loader *L, const struct ynode *v, const char *key,
+                                str_check_fn check)
+{
+    char why[256];
+    if (v->type != YNODE_SCALAR || is_null_scalar(v)) {
+        fail(L, line_of(v), key, "expected a string, got %s", node_kind(v));
+        return NULL;
+    }
+    if (strlen(scalar(v)) != v->len) {
+        fail(L, line_of(v), key, "string holds a NUL byte");
+        return NULL;
+    }
+    if (check != NULL && check(scalar(v), why, sizeof(why)) != 0) {
+        fail(L, line_of(v), key, "%s", why);
+        return NULL;
+    }
+    return scalar(v);
+}
+
 static int parse_string(struct loader *L, const struct ynode *v, const char *key,
                         str_check_fn check, char **dst)
 {
-    char why[256];
-    if (v->type != YNODE_SCALAR || is_null_scalar(v))
-        return fail(L, line_of(v), key, "expected a string, got %s", node_kind(v));
-    if (strlen(scalar(v)) != v->len)
-        return fail(L, line_of(v), key, "string holds a NUL byte");
-    if (check != NULL && check(scalar(v), why, sizeof(why)) != 0)
-        return fail(L, line_of(v), key, "%s", why);
-    char *s = strdup(scalar(v));
+    const char *sv = string_value(L, v, key, check);
+    if (sv == NULL)
+        return -1;
+    char *s = strdup(sv);
     if (s == NULL)
         return fail(L, line_of(v), key, "out of memory");
     free(*dst);
@@ -512,7 +539,6 @@ static int parse_u32(struct loader *L, const struct ynode *v, const char *key, u
 static int parse_strlist(struct loader *L, const struct ynode *v, const struct key *k,
                          char ***dst, size_t *dstn, unsigned *lines)
 {
-    char why[256];
     char sub[128];
     if (v->type != YNODE_SEQUENCE)
         return fail(L, line_of(v), k->path, "expected a list of strings, got %s", node_kind(v));
@@ -529,25 +555,18 @@ static int parse_strlist(struct loader *L, const struct ynode *v, const struct k
         snprintf(sub, sizeof(sub), "%s[%zu]", k->path, i);
         if (lines != NULL)
             lines[i] = line_of(it);
-        if (it->type != YNODE_SCALAR || is_null_scalar(it)) {
-            rc = fail(L, line_of(it), sub, "expected a string, got %s", node_kind(it));
-            continue;
-        }
-        if (strlen(scalar(it)) != it->len) {
-            rc = fail(L, line_of(it), sub, "string holds a NUL byte");
-            continue;
-        }
-        if (k->check && k->check(scalar(it), why, sizeof(why)) != 0) {
-            rc = fail(L, line_of(it), sub, "%s", why);
+        const char *sv = string_value(L, it, sub, k->check);
+        if (sv == NULL) {
+            rc = -1;
             continue;
         }
         for (size_t j = 0; j < i; j++) {
-            if (list[j] != NULL && strcmp(list[j], scalar(it)) == 0) {
-                rc = fail(L, line_of(it), sub, "\"%s\" is listed twice", scalar(it));
+            if (list[j] != NULL && strcmp(list[j], sv) == 0) {
+                rc = fail(L, line_of(it), sub, "\"%s\" is listed twice", sv);
                 break;
             }
         }
-        list[i] = strdup(scalar(it));
+        list[i] = strdup(sv);
         if (list[i] == NULL)
             rc = fail(L, line_of(it), sub, "out of memory");
     }
@@ -762,12 +781,10 @@ static void rule_error(const struct rules *R, unsigned line, const char *key, co
 static void rule_error(const struct rules *R, unsigned line, const char *key, const char *fmt,
                        ...)
 {
-    char why[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    add_errorv(R->err, R->name, line, key, fmt, ap);
     va_end(ap);
-    add_error(R->err, R->name, line, key, why);
 }
 
 /*
@@ -1205,13 +1222,11 @@ static int file_error(struct cfg_error *err, const char *path, unsigned line, co
 static int file_error(struct cfg_error *err, const char *path, unsigned line, const char *fmt,
                       ...)
 {
-    char why[300];
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
     memset(err, 0, sizeof(*err));
-    add_error(err, path, line, line > 0 ? "(file)" : NULL, why);
+    va_start(ap, fmt);
+    add_errorv(err, path, line, line > 0 ? "(file)" : NULL, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
