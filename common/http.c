@@ -178,12 +178,12 @@ enum http_result http_parse_request(const char *buf, size_t len, size_t max_head
 enum http_route http_route_of(const struct http_request *req)
 {
     if (req->path_truncated)
-        return ROUTE_NOT_FOUND;
+        return HTTP_ROUTE_NOT_FOUND;
     if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/livez") == 0)
-        return ROUTE_HEALTHZ;
+        return HTTP_ROUTE_HEALTHZ;
     if (strcmp(req->path, "/readyz") == 0)
-        return ROUTE_READYZ;
-    return ROUTE_NOT_FOUND;
+        return HTTP_ROUTE_READYZ;
+    return HTTP_ROUTE_NOT_FOUND;
 }
 
 const char *http_reason(int code)
@@ -299,7 +299,7 @@ void http_serve(const char *in, size_t in_len, size_t max_header, char *out, siz
         enum http_route route = http_route_of(&req);
         bool head = req.method == HTTP_HEAD;
         bool ok;
-        if (route == ROUTE_NOT_FOUND) {
+        if (route == HTTP_ROUTE_NOT_FOUND) {
             ok = put_response(out, out_cap, res, 404, "not found\n", head, req.keep_alive, false);
         } else if (req.method == HTTP_OTHER) {
             ok = put_response(out, out_cap, res, 405, "method not allowed\n", false,

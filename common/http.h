@@ -53,7 +53,7 @@ struct http_request {
 enum http_result http_parse_request(const char *buf, size_t len, size_t max_header,
                                     struct http_request *req);
 
-enum http_route { ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_NOT_FOUND };
+enum http_route { HTTP_ROUTE_HEALTHZ, HTTP_ROUTE_READYZ, HTTP_ROUTE_NOT_FOUND };
 enum http_route http_route_of(const struct http_request *req);
 
 /* The reason phrase of a status code this module or its callers answer ("Not Found"). */

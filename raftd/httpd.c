@@ -4,7 +4,6 @@
 #include "httpd.h"
 
 #include "http.h"
-#include "log.h"
 #include "netaddr.h"
 
 #include <errno.h>
