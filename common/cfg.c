@@ -797,44 +797,34 @@ static bool report_at_first(const struct rules *R, const char *a, const char *b)
     return is_set(R, a) || !is_set(R, b);
 }
 
+/*
+ * A rule between keys a and b, whose values va and vb break it when broken is true:
+ * reported at a as "VA <at_a> b (VB)", or at b as "VB <at_b> a (VA)" (report_at_first()),
+ * and not at all when either value was refused already.
+ */
+static void rule_pair(const struct rules *R, const char *a, uint32_t va, const char *b,
+                      uint32_t vb, bool broken, const char *at_a, const char *at_b)
+{
+    if (!broken || refused(R, a) || refused(R, b))
+        return;
+    if (report_at_first(R, a, b))
+        rule_error(R, line_at(R, a), a, "%u %s %s (%u)", va, at_a, b, vb);
+    else
+        rule_error(R, line_at(R, b), b, "%u %s %s (%u)", vb, at_b, a, va);
+}
+
 static void rules_timing(const struct rules *R)
 {
     const struct cfg *c = R->c;
-    if (!refused(R, "supervisor.stall_timeout_ms") && !refused(R, "supervisor.heartbeat_ms") &&
-        c->supervisor.stall_timeout_ms <= c->supervisor.heartbeat_ms) {
-        if (report_at_first(R, "supervisor.stall_timeout_ms", "supervisor.heartbeat_ms"))
-            rule_error(R, line_at(R, "supervisor.stall_timeout_ms"),
-                       "supervisor.stall_timeout_ms",
-                       "%u must be greater than supervisor.heartbeat_ms (%u)",
-                       c->supervisor.stall_timeout_ms, c->supervisor.heartbeat_ms);
-        else
-            rule_error(R, line_at(R, "supervisor.heartbeat_ms"), "supervisor.heartbeat_ms",
-                       "%u must be less than supervisor.stall_timeout_ms (%u)",
-                       c->supervisor.heartbeat_ms, c->supervisor.stall_timeout_ms);
-    }
-    if (!refused(R, "supervisor.kill_timeout_ms") && !refused(R, "supervisor.stall_timeout_ms") &&
-        c->supervisor.kill_timeout_ms < c->supervisor.stall_timeout_ms) {
-        if (report_at_first(R, "supervisor.kill_timeout_ms", "supervisor.stall_timeout_ms"))
-            rule_error(R, line_at(R, "supervisor.kill_timeout_ms"), "supervisor.kill_timeout_ms",
-                       "%u must not be less than supervisor.stall_timeout_ms (%u)",
-                       c->supervisor.kill_timeout_ms, c->supervisor.stall_timeout_ms);
-        else
-            rule_error(R, line_at(R, "supervisor.stall_timeout_ms"),
-                       "supervisor.stall_timeout_ms",
-                       "%u must not be greater than supervisor.kill_timeout_ms (%u)",
-                       c->supervisor.stall_timeout_ms, c->supervisor.kill_timeout_ms);
-    }
-    if (!refused(R, "raft.election_timeout_ms") && !refused(R, "raft.heartbeat_ms") &&
-        c->raft.election_timeout_ms < 3 * c->raft.heartbeat_ms) {
-        if (report_at_first(R, "raft.election_timeout_ms", "raft.heartbeat_ms"))
-            rule_error(R, line_at(R, "raft.election_timeout_ms"), "raft.election_timeout_ms",
-                       "%u must be at least 3 x raft.heartbeat_ms (%u)",
-                       c->raft.election_timeout_ms, c->raft.heartbeat_ms);
-        else
-            rule_error(R, line_at(R, "raft.heartbeat_ms"), "raft.heartbeat_ms",
-                       "%u must be at most a third of raft.election_timeout_ms (%u)",
-                       c->raft.heartbeat_ms, c->raft.election_timeout_ms);
-    }
+    uint32_t sup_hb = c->supervisor.heartbeat_ms, stall = c->supervisor.stall_timeout_ms;
+    uint32_t kill = c->supervisor.kill_timeout_ms;
+    uint32_t election = c->raft.election_timeout_ms, raft_hb = c->raft.heartbeat_ms;
+    rule_pair(R, "supervisor.stall_timeout_ms", stall, "supervisor.heartbeat_ms", sup_hb,
+              stall <= sup_hb, "must be greater than", "must be less than");
+    rule_pair(R, "supervisor.kill_timeout_ms", kill, "supervisor.stall_timeout_ms", stall,
+              kill < stall, "must not be less than", "must not be greater than");
+    rule_pair(R, "raft.election_timeout_ms", election, "raft.heartbeat_ms", raft_hb,
+              election < 3 * raft_hb, "must be at least 3 x", "must be at most a third of");
 }
 
 /* This replica's listeners, in the order rules name them. */
