@@ -217,11 +217,23 @@ static void child_restore_signals(struct sup *s)
     sigprocmask(SIG_SETMASK, &s->orig_mask, NULL);
 }
 
-static void block_all(sigset_t *old)
+/*
+ * fork() with every signal blocked, so that no handler of ours can run in the child before
+ * it puts back the dispositions it inherited; *old gets the mask for the parent to put
+ * back after its own bookkeeping. On failure the mask is back already and errno says why.
+ */
+static pid_t fork_blocked(sigset_t *old)
 {
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, old);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        sigprocmask(SIG_SETMASK, old, NULL);
+        errno = e;
+    }
+    return pid;
 }
 
 static int spawn_worker(struct sup *s)
@@ -259,11 +271,9 @@ static int spawn_worker(struct sup *s)
     argv[ac] = NULL;
 
     pid_t parent = getpid();
-    block_all(&old);
-    pid_t pid = fork();
+    pid_t pid = fork_blocked(&old);
     if (pid < 0) {
         int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
         close(pfd[0]);
         close(pfd[1]);
         log_event(LOG_ERROR, "sup", "cannot fork the worker", "err=\"%s\"", strerror(e));
@@ -319,13 +329,10 @@ static void spawn_responder(struct sup *s)
     if (s->health_fd < 0 || s->finished)
         return;
     pid_t parent = getpid();
-    block_all(&old);
-    pid_t pid = fork();
+    pid_t pid = fork_blocked(&old);
     if (pid < 0) {
-        int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
         log_event(LOG_ERROR, "sup", "cannot fork the health responder", "err=\"%s\"",
-                  strerror(e));
+                  strerror(errno));
         return;
     }
     if (pid == 0) {
