@@ -203,28 +203,20 @@ END_TEST
 
 /* ---- socket addresses ----------------------------------------------------------------- */
 
-static void expect_v4(const struct sockaddr_storage *ss, socklen_t sl, const char *ip,
-                      uint16_t port)
-{
-    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
-    char got[INET_ADDRSTRLEN];
-    ck_assert_int_eq(ss->ss_family, AF_INET);
-    ck_assert_uint_eq(sl, sizeof(struct sockaddr_in));
-    ck_assert_ptr_nonnull(inet_ntop(AF_INET, &s4->sin_addr, got, sizeof(got)));
-    ck_assert_str_eq(got, ip);
-    ck_assert_uint_eq(ntohs(s4->sin_port), port);
-}
-
-static void expect_v6(const struct sockaddr_storage *ss, socklen_t sl, const char *ip,
-                      uint16_t port)
+/* ss (sl bytes) must be ip (IPv4 or IPv6 as its family says) and port. */
+static void expect_addr(const struct sockaddr_storage *ss, socklen_t sl, int family, const char *ip,
+                        uint16_t port)
 {
     const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+    bool v6 = family == AF_INET6;
     char got[INET6_ADDRSTRLEN];
-    ck_assert_int_eq(ss->ss_family, AF_INET6);
-    ck_assert_uint_eq(sl, sizeof(struct sockaddr_in6));
-    ck_assert_ptr_nonnull(inet_ntop(AF_INET6, &s6->sin6_addr, got, sizeof(got)));
+    ck_assert_int_eq(ss->ss_family, family);
+    ck_assert_uint_eq(sl, v6 ? sizeof(*s6) : sizeof(*s4));
+    ck_assert_ptr_nonnull(inet_ntop(
+        family, v6 ? (const void *)&s6->sin6_addr : (const void *)&s4->sin_addr, got, sizeof(got)));
     ck_assert_str_eq(got, ip);
-    ck_assert_uint_eq(ntohs(s6->sin6_port), port);
+    ck_assert_uint_eq(ntohs(v6 ? s6->sin6_port : s4->sin_port), port);
 }
 
 START_TEST(test_listen)
@@ -233,11 +225,11 @@ START_TEST(test_listen)
     socklen_t sl = 0;
     char why[256];
     ck_assert_int_eq(netaddr_listen("127.0.0.1:6817", &ss, &sl, why, sizeof(why)), 0);
-    expect_v4(&ss, sl, "127.0.0.1", 6817);
+    expect_addr(&ss, sl, AF_INET, "127.0.0.1", 6817);
     ck_assert_int_eq(netaddr_listen("[::]:6821", &ss, &sl, why, sizeof(why)), 0);
-    expect_v6(&ss, sl, "::", 6821);
+    expect_addr(&ss, sl, AF_INET6, "::", 6821);
     ck_assert_int_eq(netaddr_listen("[fd00::3]:65535", &ss, &sl, why, sizeof(why)), 0);
-    expect_v6(&ss, sl, "fd00::3", 65535);
+    expect_addr(&ss, sl, AF_INET6, "fd00::3", 65535);
 
     ck_assert_int_eq(netaddr_listen("localhost:6817", &ss, &sl, why, sizeof(why)), -1);
     ck_assert_str_eq(why, "localhost:6817: a listen address needs an IP address, not a name");
@@ -258,13 +250,13 @@ START_TEST(test_bind)
     socklen_t sl = 0;
     char why[256];
     ck_assert_int_eq(netaddr_bind("all", 6823, &ss, &sl, why, sizeof(why)), 0);
-    expect_v6(&ss, sl, "::", 6823);
+    expect_addr(&ss, sl, AF_INET6, "::", 6823);
     ck_assert_int_eq(netaddr_bind("loopback", 1, &ss, &sl, why, sizeof(why)), 0);
-    expect_v4(&ss, sl, "127.0.0.1", 1);
+    expect_addr(&ss, sl, AF_INET, "127.0.0.1", 1);
     ck_assert_int_eq(netaddr_bind("10.1.2.3", 65535, &ss, &sl, why, sizeof(why)), 0);
-    expect_v4(&ss, sl, "10.1.2.3", 65535);
+    expect_addr(&ss, sl, AF_INET, "10.1.2.3", 65535);
     ck_assert_int_eq(netaddr_bind("::1", 6822, &ss, &sl, why, sizeof(why)), 0);
-    expect_v6(&ss, sl, "::1", 6822);
+    expect_addr(&ss, sl, AF_INET6, "::1", 6822);
 
     ck_assert_int_eq(netaddr_bind("all", 0, &ss, &sl, why, sizeof(why)), -1);
     ck_assert_str_eq(why, "all:0: not all, loopback or an address");
