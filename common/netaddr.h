@@ -12,10 +12,13 @@
  *     (health.bind/port, metrics.bind/port);
  *   - a peer or leader address "HOST:PORT" whose host may also be a name
  *     (controller.peers, controller.hosts, leader hints).
- * The grammar of HOST:PORT: an IPv6 host is written in brackets and nothing else may be;
- * a host outside brackets is letters, digits, '.', '-' and '_' (a name or an IPv4
- * literal; a bare IPv6 address would be ambiguous with the port); the host is never
- * empty; the port is 1 to 5 decimal digits, no sign, in 1..65535, and nothing follows it.
+ * The grammar of HOST:PORT: an IPv6 host is written in brackets; a host outside brackets
+ * is letters, digits, '.', '-' and '_' (a name or an IPv4 literal; a bare IPv6 address
+ * would be ambiguous with the port); the host is never empty; the port follows the one
+ * colon (after "]" when bracketed) as 1 to 5 decimal digits, no sign, in 1..65535, and
+ * nothing follows it. What stands inside brackets is not checked here: the listen form
+ * then requires an IP literal (netaddr_listen()), and a peer's bracketed host goes to
+ * the resolver as written.
  *
  * Only the dialling side accepts names, because a listener's address must not depend on
  * DNS; the worker resolves them without blocking in raftd/resolver.c (evdns, cached).
