@@ -174,14 +174,11 @@ const char *cfg_default_path(void);
 void cfg_print(FILE *out, const struct cfg *c);
 
 /*
- * Split "host:port" or "[v6]:port"; host gets the bracket-free host. A port is required
- * (1-65535); an IPv6 address must be in brackets. Returns 0 or -1 for a malformed value.
+ * netaddr_split_hostport() and netaddr_bind_address() (common/netaddr.h, which owns the
+ * address grammar) under the names the worker calls them by: split "host:port" or
+ * "[v6]:port", and the address a "bind" setting means. Both return 0 or -1.
  */
 int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
-/*
- * The address a "bind" setting means: "all" -> "::" (dual stack), "loopback" -> "127.0.0.1",
- * anything else must be an IPv4 or IPv6 literal. Returns 0 or -1.
- */
 int cfg_bind_address(const char *bind, char *addr, size_t addrlen);
 /*
  * This replica's node id: controller.node_id when set, else 1 + the index of the peer
