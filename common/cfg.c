@@ -244,20 +244,6 @@ int cfg_defaults(struct cfg *c)
 
 /* ---- value checks ------------------------------------------------------------------- */
 
-/*
- * The address grammar is netaddr's (common/netaddr.c); these two keep the names the worker
- * calls them by.
- */
-int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port)
-{
-    return netaddr_split_hostport(s, host, hostlen, port);
-}
-
-int cfg_bind_address(const char *bind, char *addr, size_t addrlen)
-{
-    return netaddr_bind_address(bind, addr, addrlen);
-}
-
 static int check_cluster_name(const char *v, char *why, size_t whylen)
 {
     size_t n = strlen(v);

@@ -174,13 +174,6 @@ const char *cfg_default_path(void);
 void cfg_print(FILE *out, const struct cfg *c);
 
 /*
- * netaddr_split_hostport() and netaddr_bind_address() (common/netaddr.h, which owns the
- * address grammar) under the names the worker calls them by: split "host:port" or
- * "[v6]:port", and the address a "bind" setting means. Both return 0 or -1.
- */
-int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
-int cfg_bind_address(const char *bind, char *addr, size_t addrlen);
-/*
  * This replica's node id: controller.node_id when set, else 1 + the index of the peer
  * whose host is hostname (exact, or, when no host is, the first DNS label equal to the
  * short hostname, as StatefulSet pods are named), else 1 when there is exactly one peer.

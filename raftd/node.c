@@ -45,6 +45,7 @@
 #include "node.h"
 
 #include "log.h"
+#include "netaddr.h"
 #include "util.h"
 
 #include <errno.h>
@@ -877,13 +878,13 @@ static void compute_api_address(struct node *n)
     char host[256], rhost[256];
     uint16_t port, rport;
     const struct cfg *c = n->cfg;
-    cfg_split_hostport(c->controller.listen, host, sizeof(host), &port);
+    netaddr_split_hostport(c->controller.listen, host, sizeof(host), &port);
     if (strcmp(host, "::") != 0 && strcmp(host, "0.0.0.0") != 0) {
         snprintf(n->api_address, sizeof(n->api_address), "%s", c->controller.listen);
         return;
     }
     const char *mine = n->id <= c->controller.npeers ? c->controller.peers[n->id - 1] : NULL;
-    if (mine && cfg_split_hostport(mine, rhost, sizeof(rhost), &rport) == 0) {
+    if (mine && netaddr_split_hostport(mine, rhost, sizeof(rhost), &rport) == 0) {
         if (strchr(rhost, ':'))
             snprintf(n->api_address, sizeof(n->api_address), "[%s]:%u", rhost, port);
         else

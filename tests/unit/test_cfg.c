@@ -912,31 +912,6 @@ END_TEST
  * The address grammar and its tests live in netaddr (tests/unit/test_netaddr.c); the two
  * names cfg.h keeps for the worker must give netaddr's answers.
  */
-START_TEST(test_address_helpers_are_netaddrs)
-{
-    static const char *const in[] = {"a:1",    "[::1]:6817", "10.0.0.1:80", ":6817", "a:0",
-                                     "a:65536", "::1:6817",  "[]:1",        "a b:1", ""};
-    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
-        char h1[64] = "", h2[64] = "";
-        uint16_t p1 = 0, p2 = 0;
-        int r1 = cfg_split_hostport(in[i], h1, sizeof(h1), &p1);
-        int r2 = netaddr_split_hostport(in[i], h2, sizeof(h2), &p2);
-        ck_assert_msg(r1 == r2, "\"%s\": %d vs %d", in[i], r1, r2);
-        if (r1 == 0) {
-            ck_assert_str_eq(h1, h2);
-            ck_assert_uint_eq(p1, p2);
-        }
-    }
-    static const char *const binds[] = {"all", "loopback", "::1", "10.0.0.1", "localhost", ""};
-    for (size_t i = 0; i < sizeof(binds) / sizeof(binds[0]); i++) {
-        char a1[64] = "", a2[64] = "";
-        int r1 = cfg_bind_address(binds[i], a1, sizeof(a1));
-        int r2 = netaddr_bind_address(binds[i], a2, sizeof(a2));
-        ck_assert_msg(r1 == r2, "\"%s\": %d vs %d", binds[i], r1, r2);
-        ck_assert_str_eq(a1, a2);
-    }
-}
-END_TEST
 
 static void set_peers(struct cfg *c, const char *const *peers, size_t n)
 {
@@ -1548,7 +1523,6 @@ static Suite *cfg_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("helpers");
-    tcase_add_test(tc, test_address_helpers_are_netaddrs);
     tcase_add_test(tc, test_node_id);
     tcase_add_test(tc, test_key_names_match_printer);
     tcase_add_test(tc, test_key_names_known_to_loader);
