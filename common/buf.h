@@ -4,6 +4,9 @@
  * Ownership: the struct owns p; buf_free() releases it. After an allocation failure the
  * buffer remembers it (oom) and ignores further appends, so a caller can build a whole
  * document and check once at the end.
+ *
+ * buf_take() hands p over instead: the caller then owns the string and free()s it, and the
+ * buffer is left empty, as after buf_init(), ready for reuse.
  */
 #ifndef SPUR_BUF_H
 #define SPUR_BUF_H
@@ -25,5 +28,11 @@ bool buf_reserve(struct buf *b, size_t extra);
 void buf_append(struct buf *b, const void *data, size_t n);
 void buf_puts(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * The text built, NUL-terminated, for the caller to free(): "" (allocated) when nothing
+ * was appended, NULL when an append or that allocation ran out of memory. Either way b is
+ * left empty (as after buf_init).
+ */
+char *buf_take(struct buf *b);
 
 #endif
