@@ -50,6 +50,14 @@ bool buf_reserve(struct buf *b, size_t extra)
     return true;
 }
 
+void buf_commit(struct buf *b, size_t k)
+{
+    if (b->oom || b->p == NULL || k > b->cap - b->len - 1)
+        return; /* nothing reserved for it: a caller's bug, refused rather than overrun */
+    b->len += k;
+    b->p[b->len] = '\0';
+}
+
 void buf_append(struct buf *b, const void *data, size_t n)
 {
     if (!buf_reserve(b, n))

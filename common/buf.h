@@ -25,6 +25,12 @@ void buf_init(struct buf *b);
 void buf_free(struct buf *b);
 void buf_reset(struct buf *b); /* length 0, memory kept */
 bool buf_reserve(struct buf *b, size_t extra);
+/*
+ * For writing in place (a read(2) into the buffer): after buf_reserve(b, n) succeeded, up
+ * to b->cap - b->len - 1 bytes may be written at b->p + b->len; buf_commit(b, k) then
+ * takes k of them into the length and keeps the text NUL-terminated.
+ */
+void buf_commit(struct buf *b, size_t k);
 void buf_append(struct buf *b, const void *data, size_t n);
 void buf_puts(struct buf *b, const char *s);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -4,7 +4,8 @@
  * Pinned: appends and printf grow the buffer past its first allocation and keep it
  * NUL-terminated; reset keeps the memory; an allocation failure is remembered and turns
  * later appends into no-ops; buf_take hands the string over ("" when empty, NULL after a
- * failure) and leaves the buffer empty and reusable; a request whose size would wrap a
+ * failure) and leaves the buffer empty and reusable; buf_commit takes bytes written in
+ * place into the length and refuses more than was reserved; a request whose size would wrap a
  * size_t (or whose doubling would) fails instead of looping or allocating too little.
  */
 #include "buf.h"
@@ -120,6 +121,33 @@ START_TEST(test_oom_is_sticky)
 }
 END_TEST
 
+START_TEST(test_commit_in_place)
+{
+    struct buf b;
+    buf_init(&b);
+    buf_puts(&b, "ab");
+    ck_assert(buf_reserve(&b, 10));
+    size_t room = b.cap - b.len - 1;
+    ck_assert(room >= 10);
+    memcpy(b.p + b.len, "cdefXXXX", 8);
+    buf_commit(&b, 4);
+    ck_assert_uint_eq(b.len, 6);
+    ck_assert_str_eq(b.p, "abcdef");
+    /* More than was reserved is refused, not written past the end. */
+    size_t before = b.len;
+    buf_commit(&b, b.cap);
+    ck_assert_uint_eq(b.len, before);
+    ck_assert_str_eq(b.p, "abcdef");
+    char *s = buf_take(&b);
+    ck_assert_str_eq(s, "abcdef");
+    free(s);
+    /* Nothing reserved yet: nothing to commit. */
+    buf_commit(&b, 1);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_ptr_null(b.p);
+}
+END_TEST
+
 static Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
@@ -128,6 +156,7 @@ static Suite *buf_suite(void)
     tcase_add_test(tc, test_printf_long);
     tcase_add_test(tc, test_take);
     tcase_add_test(tc, test_oom_is_sticky);
+    tcase_add_test(tc, test_commit_in_place);
     suite_add_tcase(s, tc);
     return s;
 }
