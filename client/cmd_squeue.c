@@ -149,8 +149,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         case 't': {
             bool all;
             size_t k;
-            if (job_filter_states_parse(optarg, states + nstates, MAX_STATES - nstates, &k, &all, err,
-                                     sizeof(err)) != 0) {
+            if (job_filter_states_parse(optarg, states + nstates, MAX_STATES - nstates, &k, &all,
+                                        err, sizeof(err)) != 0) {
                 cli_error(c, "%s", err);
                 goto out;
             }

@@ -434,7 +434,8 @@ START_TEST(test_job_ids)
     static const char *const bad[] = {
         "0", "abc", "42.1", "42_3", "-1", "+4", " 4", "", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        ck_assert_msg(job_filter_ids_parse(bad[i], &ids, &n, err, sizeof(err)) == -1, "'%s'", bad[i]);
+        ck_assert_msg(job_filter_ids_parse(bad[i], &ids, &n, err, sizeof(err)) == -1, "'%s'",
+                      bad[i]);
         ASSERT_ERR_HAS("Invalid job id");
     }
     ck_assert_uint_eq(n, 3);
@@ -614,13 +615,13 @@ START_TEST(test_filters_and_order)
     ck_assert(job_filter_matches(&A.job, &bystate));
     ck_assert(!job_filter_matches(&c.job, &bystate));
     struct job_filter all = {.ids = ids,
-                                 .nids = 2,
-                                 .users = users,
-                                 .nusers = 1,
-                                 .states = states,
-                                 .nstates = 1,
-                                 .partitions = parts,
-                                 .npartitions = 1};
+                             .nids = 2,
+                             .users = users,
+                             .nusers = 1,
+                             .states = states,
+                             .nstates = 1,
+                             .partitions = parts,
+                             .npartitions = 1};
     ck_assert(job_filter_matches(&A.job, &all));
     ck_assert(!job_filter_matches(&c.job, &all)); /* completed, and in batch */
     struct job_filter byname = {.names = names, .nnames = 1};
