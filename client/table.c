@@ -36,6 +36,20 @@ static struct table_field *spec_add(struct table_spec *spec)
     return f;
 }
 
+/* The literal text gathered so far becomes a field of its own. Returns 0 or -1 (oom). */
+static int add_text(struct table_spec *spec, struct buf *lit)
+{
+    if (lit->oom)
+        return -1;
+    if (lit->len == 0)
+        return 0;
+    struct table_field *t = spec_add(spec);
+    if (t == NULL)
+        return -1;
+    t->text = buf_take(lit);
+    return 0;
+}
+
 static const struct table_def *find_def(const struct table_def *defs, size_t ndefs, char type)
 {
     for (size_t i = 0; i < ndefs; i++)
@@ -104,27 +118,15 @@ int table_spec_parse(const char *format, const struct table_def *defs, size_t nd
                               format);
         }
         f.type = *p++;
-        if (lit.oom)
+        if (add_text(spec, &lit) != 0)
             goto oom;
-        if (lit.len > 0) {
-            struct table_field *t = spec_add(spec);
-            if (t == NULL)
-                goto oom;
-            t->text = buf_take(&lit);
-        }
         struct table_field *nf = spec_add(spec);
         if (nf == NULL)
             goto oom;
         *nf = f;
     }
-    if (lit.oom)
+    if (add_text(spec, &lit) != 0)
         goto oom;
-    if (lit.len > 0) {
-        struct table_field *t = spec_add(spec);
-        if (t == NULL)
-            goto oom;
-        t->text = buf_take(&lit);
-    }
     return 0;
 oom:
     buf_free(&lit);
