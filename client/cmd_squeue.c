@@ -64,17 +64,7 @@ static int add_users(struct cli *c, const char *list, char ***v, size_t *n)
             words[i] = name;
         }
     }
-    char **nv = realloc(*v, (*n + nw + 1) * sizeof(char *));
-    if (nv == NULL) {
-        strv_free(words, nw);
-        return -1;
-    }
-    memcpy(nv + *n, words, nw * sizeof(char *));
-    *n += nw;
-    nv[*n] = NULL;
-    *v = nv;
-    free(words);
-    return 0;
+    return strv_move_all(v, n, words, nw);
 }
 
 static int add_list(const char *list, char ***v, size_t *n)
@@ -83,17 +73,7 @@ static int add_list(const char *list, char ***v, size_t *n)
     size_t nw;
     if (strv_split(list, &words, &nw) != 0)
         return -1;
-    char **nv = realloc(*v, (*n + nw + 1) * sizeof(char *));
-    if (nv == NULL) {
-        strv_free(words, nw);
-        return -1;
-    }
-    memcpy(nv + *n, words, nw * sizeof(char *));
-    *n += nw;
-    nv[*n] = NULL;
-    *v = nv;
-    free(words);
-    return 0;
+    return strv_move_all(v, n, words, nw);
 }
 
 int cmd_squeue(struct cli *c, int argc, char **argv)

@@ -63,6 +63,21 @@ int strv_split(const char *list, char ***out, size_t *n)
     return 0;
 }
 
+int strv_move_all(char ***v, size_t *n, char **words, size_t nw)
+{
+    char **nv = realloc(*v, (*n + nw + 1) * sizeof(char *));
+    if (nv == NULL) {
+        strv_free(words, nw);
+        return -1;
+    }
+    memcpy(nv + *n, words, nw * sizeof(char *));
+    *n += nw;
+    nv[*n] = NULL;
+    *v = nv;
+    free(words);
+    return 0;
+}
+
 bool strv_contains(char *const *v, size_t n, const char *s)
 {
     for (size_t i = 0; i < n; i++)

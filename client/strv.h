@@ -21,6 +21,12 @@ int strv_push(char ***v, size_t *n, size_t *cap, const char *s, size_t len);
 /* Split "a,b,,c" into non-empty words (NULL reads as ""). Returns 0 or -1 (out of memory). */
 int strv_split(const char *list, char ***out, size_t *n);
 void strv_free(char **v, size_t n);
+/*
+ * Move the nw strings of words to the end of *v (n of them; realloc'd, kept
+ * NULL-terminated) and free the words array itself. Returns 0, or -1 (out of memory)
+ * with words and its strings freed and *v as it was.
+ */
+int strv_move_all(char ***v, size_t *n, char **words, size_t nw);
 /* Is s (NULL reads as "") one of the n strings of v? */
 bool strv_contains(char *const *v, size_t n, const char *s);
 /* "a,b,c" (NULL entries as ""), or a copy of none when n is 0; NULL when out of memory. */
