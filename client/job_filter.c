@@ -21,6 +21,21 @@ static const char *str(const char *s)
     return s ? s : "";
 }
 
+/*
+ * The words of a comma list: 0 with *words to strv_free(), 1 when it has none (nothing
+ * to free; the caller names the refusal), -1 with err set when out of memory.
+ */
+static int split_words(const char *list, char ***words, size_t *nw, char *err, size_t errlen)
+{
+    if (strv_split(list, words, nw) != 0)
+        return errmsg_set(err, errlen, "out of memory");
+    if (*nw == 0) {
+        strv_free(*words, *nw);
+        return 1;
+    }
+    return 0;
+}
+
 int job_filter_states_parse(const char *list, int *states, size_t max, size_t *n, bool *all,
                             char *err, size_t errlen)
 {
@@ -28,12 +43,9 @@ int job_filter_states_parse(const char *list, int *states, size_t max, size_t *n
     size_t nw;
     *n = 0;
     *all = false;
-    if (strv_split(list, &words, &nw) != 0)
-        return errmsg_set(err, errlen, "out of memory");
-    if (nw == 0) {
-        strv_free(words, nw);
-        return errmsg_set(err, errlen, "Invalid job state specified: (empty)");
-    }
+    int rc = split_words(list, &words, &nw, err, errlen);
+    if (rc != 0)
+        return rc < 0 ? -1 : errmsg_set(err, errlen, "Invalid job state specified: (empty)");
     for (size_t i = 0; i < nw; i++) {
         if (strcasecmp(words[i], "all") == 0) {
             *all = true;
@@ -66,12 +78,11 @@ int job_filter_ids_parse(const char *list, uint64_t **ids, size_t *n, char *err,
 {
     char **words;
     size_t nw;
-    if (strv_split(list, &words, &nw) != 0)
-        return errmsg_set(err, errlen, "out of memory");
-    if (nw == 0) {
-        strv_free(words, nw);
-        return errmsg_set(err, errlen, "Invalid job id %s", str(list)[0] ? list : "(empty)");
-    }
+    int rc = split_words(list, &words, &nw, err, errlen);
+    if (rc != 0)
+        return rc < 0
+                   ? -1
+                   : errmsg_set(err, errlen, "Invalid job id %s", str(list)[0] ? list : "(empty)");
     /* Check every word before adding any, so a bad list adds nothing. */
     for (size_t i = 0; i < nw; i++) {
         const char *w = words[i];
