@@ -8,9 +8,9 @@
  *   - Expansion accepts any list the commands accept: comma-separated items, each a name
  *     or a prefix, one bracket of ranges (1-3,05,07-09; a range keeps the padding of its
  *     low end) and a suffix. Empty items are skipped. An expansion past HOSTLIST_MAX
- *     names is refused, so a typo cannot allocate without bound; a name over 511 bytes is
- *     refused as invalid.
- *   - compress(expand(x)) of a compressed list gives x back.
+ *     names is refused, so a typo cannot allocate without bound; a name made from a bracket
+ *     that comes out over 511 bytes is refused as invalid.
+ *   - compress(expand(x)) gives x back for a list in the form compression prints.
  *
  * Memory: returned strings and vectors are malloc'd and the caller's (free(); strv_free()
  * for the vector, which is NULL-terminated). Names passed in are only read.
