@@ -8,6 +8,7 @@
  * defaults is sbatch_parse.c's. Prints "Submitted batch job N" (just N with --parsable,
  * nothing with -Q); exit status 0 on success, 1 on any error.
  */
+#include "buf.h"
 #include "cli.h"
 #include "sbatch_parse.h"
 
@@ -46,40 +47,36 @@ static void usage(FILE *out)
  */
 static int read_capped(int fd, size_t cap, char **buf, size_t *len)
 {
-    size_t size = 0, alloc = 65536;
-    char *b = malloc(alloc + 1);
-    if (b == NULL)
-        return -1;
-    while (size <= cap) {
-        if (size == alloc) {
-            size_t na = alloc * 2;
-            char *nb = realloc(b, na + 1);
-            if (nb == NULL) {
-                free(b);
-                return -1;
-            }
-            b = nb;
-            alloc = na;
+    struct buf b;
+    buf_init(&b);
+    while (b.len <= cap) {
+        if (!buf_reserve(&b, 65536)) {
+            buf_free(&b);
+            errno = ENOMEM;
+            return -1;
         }
-        size_t want = alloc - size;
-        if (want > cap + 1 - size)
-            want = cap + 1 - size;
-        ssize_t r = read(fd, b + size, want);
+        size_t want = b.cap - b.len - 1;
+        if (want > cap + 1 - b.len)
+            want = cap + 1 - b.len;
+        ssize_t r = read(fd, b.p + b.len, want);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
             int e = errno;
-            free(b);
+            buf_free(&b);
             errno = e;
             return -1;
         }
         if (r == 0)
             break;
-        size += (size_t)r;
+        buf_commit(&b, (size_t)r);
     }
-    b[size] = '\0';
-    *buf = b;
-    *len = size;
+    *len = b.len;
+    *buf = buf_take(&b);
+    if (*buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
     return 0;
 }
 

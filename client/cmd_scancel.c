@@ -9,7 +9,8 @@
  * filters that match nothing are not an error.
  */
 #include "cli.h"
-#include "format.h"
+#include "job_filter.h"
+#include "names.h"
 
 #include "spur_build.h"
 
@@ -125,7 +126,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
             break;
         }
         case 't': {
-            int st = fmt_job_state_parse(optarg);
+            int st = names_job_state_parse(optarg);
             if (st != SPUR__API__JOB_STATE__JOB_PENDING &&
                 st != SPUR__API__JOB_STATE__JOB_RUNNING) {
                 cli_error(c, "Invalid job state specified: %s", optarg);
@@ -172,7 +173,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
         }
     }
     for (int i = optind; i < argc; i++) {
-        if (fmt_job_ids_parse(argv[i], &ids, &nids, err, sizeof(err)) != 0) {
+        if (job_filter_ids_parse(argv[i], &ids, &nids, err, sizeof(err)) != 0) {
             cli_error(c, "%s", err);
             goto out;
         }

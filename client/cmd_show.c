@@ -8,7 +8,12 @@
  */
 #include "cmd_show.h"
 
-#include "format.h"
+#include "fmt_json.h"
+#include "fmt_show.h"
+#include "hostlist.h"
+#include "job_filter.h"
+#include "scontrol_args.h"
+#include "strv.h"
 #include "util.h"
 
 #include <grp.h>
@@ -58,7 +63,7 @@ static int show_jobs(struct cli *c, const char *id_text)
 
     if (id_text != NULL) {
         char err[200];
-        if (fmt_job_ids_parse(id_text, &ids, &nids, err, sizeof(err)) != 0 || nids != 1) {
+        if (job_filter_ids_parse(id_text, &ids, &nids, err, sizeof(err)) != 0 || nids != 1) {
             free(ids);
             cli_error(c, "slurm_load_jobs error: Invalid job id specified");
             return 1;
@@ -116,7 +121,7 @@ static int show_nodes(struct cli *c, const char *names_text)
     char err[300];
     int rc = 0;
 
-    if (names_text != NULL && fmt_hostlist_expand(names_text, &names, &nnames, err, sizeof(err))) {
+    if (names_text != NULL && hostlist_expand(names_text, &names, &nnames, err, sizeof(err))) {
         cli_error(c, "%s", err);
         return 1;
     }
@@ -126,7 +131,7 @@ static int show_nodes(struct cli *c, const char *names_text)
     req.get_nodes = &gn;
     spurc_response *r = cli_read_any(c, &req);
     if (r == NULL) {
-        fmt_strv_free(names, nnames);
+        strv_free(names, nnames);
         return 1;
     }
     if (r->code != CODE(OK) && !(r->code == CODE(NOT_FOUND) && nnames > 0)) {
@@ -175,11 +180,11 @@ static int show_nodes(struct cli *c, const char *names_text)
     }
     free(sel);
     spurc_response_free(r);
-    fmt_strv_free(names, nnames);
+    strv_free(names, nnames);
     return rc;
 fail:
     spurc_response_free(r);
-    fmt_strv_free(names, nnames);
+    strv_free(names, nnames);
     return 1;
 }
 
@@ -315,7 +320,7 @@ int scontrol_job_action(struct cli *c, const char *action, int argc, char **argv
         const char *w = argv[i];
         if (strncasecmp(w, "jobid=", 6) == 0)
             w += 6;
-        if (fmt_job_ids_parse(w, &ids, &nids, err, sizeof(err)) != 0) {
+        if (job_filter_ids_parse(w, &ids, &nids, err, sizeof(err)) != 0) {
             cli_error(c, "%s", err);
             free(ids);
             return 1;
@@ -339,9 +344,9 @@ int scontrol_job_action(struct cli *c, const char *action, int argc, char **argv
 
 static int create_node(struct cli *c, int argc, char **argv)
 {
-    struct fmt_node_create nc;
+    struct scontrol_args_create nc;
     char err[300];
-    if (fmt_node_create_parse(argc, argv, &nc, err, sizeof(err)) != 0) {
+    if (scontrol_args_create_parse(argc, argv, &nc, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         return 1;
     }
@@ -371,7 +376,7 @@ static int create_node(struct cli *c, int argc, char **argv)
         }
     }
     spurc_response_free(r);
-    fmt_node_create_free(&nc);
+    scontrol_args_create_free(&nc);
     return rc;
 }
 
@@ -389,7 +394,7 @@ int scontrol_create(struct cli *c, int argc, char **argv)
 
 int scontrol_update(struct cli *c, int argc, char **argv)
 {
-    struct fmt_node_update u;
+    struct scontrol_args_update u;
     char err[300];
     char **names = NULL;
     size_t nnames = 0;
@@ -397,10 +402,10 @@ int scontrol_update(struct cli *c, int argc, char **argv)
         cli_error(c, "update needs NodeName=NAME State=DRAIN|RESUME|DOWN|IDLE [Reason=TEXT]");
         return 1;
     }
-    if (fmt_node_update_parse(argc, argv, &u, err, sizeof(err)) != 0 ||
-        fmt_hostlist_expand(u.nodes, &names, &nnames, err, sizeof(err)) != 0) {
+    if (scontrol_args_update_parse(argc, argv, &u, err, sizeof(err)) != 0 ||
+        hostlist_expand(u.nodes, &names, &nnames, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
-        fmt_node_update_free(&u);
+        scontrol_args_update_free(&u);
         return 1;
     }
     int failed = 0;
@@ -428,7 +433,7 @@ int scontrol_update(struct cli *c, int argc, char **argv)
         }
         spurc_response_free(r);
     }
-    fmt_strv_free(names, nnames);
-    fmt_node_update_free(&u);
+    strv_free(names, nnames);
+    scontrol_args_update_free(&u);
     return failed;
 }

@@ -8,7 +8,10 @@
  * nodes are not shown.
  */
 #include "cli.h"
-#include "format.h"
+#include "fmt_json.h"
+#include "fmt_sinfo.h"
+#include "hostlist.h"
+#include "strv.h"
 #include "util.h"
 
 #include "spur_build.h"
@@ -68,7 +71,7 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
     size_t npn = 0, nnn = 0, nsw = 0;
     char err[400];
     int rc = 1;
-    struct fmt_spec spec = {0};
+    struct table_spec spec = {0};
     spurc_response *rp = NULL, *rn = NULL;
     fmt_partition **parts = NULL;
     fmt_node **nodes = NULL;
@@ -82,29 +85,29 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
             so.node_view = true;
             break;
         case 'p':
-            fmt_strv_free(pnames, npn);
+            strv_free(pnames, npn);
             pnames = NULL;
             npn = 0;
-            if (fmt_split_list(optarg, &pnames, &npn) != 0)
+            if (strv_split(optarg, &pnames, &npn) != 0)
                 goto oom;
             break;
         case 'n':
-            fmt_strv_free(nnames, nnn);
+            strv_free(nnames, nnn);
             nnames = NULL;
             nnn = 0;
-            if (fmt_hostlist_expand(optarg, &nnames, &nnn, err, sizeof(err)) != 0) {
+            if (hostlist_expand(optarg, &nnames, &nnn, err, sizeof(err)) != 0) {
                 cli_error(c, "%s", err);
                 goto out;
             }
             break;
         case 't':
-            fmt_strv_free(swords, nsw);
+            strv_free(swords, nsw);
             swords = NULL;
             nsw = 0;
-            if (fmt_split_list(optarg, &swords, &nsw) != 0)
+            if (strv_split(optarg, &swords, &nsw) != 0)
                 goto oom;
             for (size_t i = 0; i < nsw; i++) {
-                if (fmt_node_state_matches(swords[i], SPUR__API__NODE_STATE__NODE_IDLE) < 0) {
+                if (fmt_sinfo_state_matches(swords[i], SPUR__API__NODE_STATE__NODE_IDLE) < 0) {
                     cli_error(c, "Invalid node state specified: %s", swords[i]);
                     goto out;
                 }
@@ -167,7 +170,7 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         else
             format = FMT_SINFO_DEFAULT;
     }
-    if (!c->json && fmt_spec_parse(format, FMT_SINFO, &spec, err, sizeof(err)) != 0) {
+    if (!c->json && fmt_sinfo_spec_parse(format, &spec, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         goto out;
     }
@@ -213,7 +216,7 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
             continue;
         bool ok = nsw == 0;
         for (size_t k = 0; k < nsw && !ok; k++)
-            ok = fmt_node_state_matches(swords[k], x->state) == 1;
+            ok = fmt_sinfo_state_matches(swords[k], x->state) == 1;
         if (ok)
             nodes[mn++] = x;
     }
@@ -247,9 +250,9 @@ out:
     free(nodes);
     spurc_response_free(rp);
     spurc_response_free(rn);
-    fmt_spec_free(&spec);
-    fmt_strv_free(pnames, npn);
-    fmt_strv_free(nnames, nnn);
-    fmt_strv_free(swords, nsw);
+    table_spec_free(&spec);
+    strv_free(pnames, npn);
+    strv_free(nnames, nnn);
+    strv_free(swords, nsw);
     return rc;
 }

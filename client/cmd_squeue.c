@@ -8,7 +8,10 @@
  * stderr that it may be stale when no leader is known (cli_read).
  */
 #include "cli.h"
-#include "format.h"
+#include "fmt_json.h"
+#include "fmt_squeue.h"
+#include "job_filter.h"
+#include "strv.h"
 #include "util.h"
 
 #include "spur_build.h"
@@ -41,7 +44,7 @@ static int add_users(struct cli *c, const char *list, char ***v, size_t *n)
 {
     char **words;
     size_t nw;
-    if (fmt_split_list(list, &words, &nw) != 0)
+    if (strv_split(list, &words, &nw) != 0)
         return -1;
     for (size_t i = 0; i < nw; i++) {
         char *w = words[i];
@@ -49,48 +52,28 @@ static int add_users(struct cli *c, const char *list, char ***v, size_t *n)
             struct passwd *pw = getpwuid((uid_t)strtoul(w, NULL, 10));
             if (pw == NULL) {
                 cli_error(c, "Invalid user: %s", w);
-                fmt_strv_free(words, nw);
+                strv_free(words, nw);
                 return -1;
             }
             char *name = strdup(pw->pw_name);
             if (name == NULL) {
-                fmt_strv_free(words, nw);
+                strv_free(words, nw);
                 return -1;
             }
             free(w);
             words[i] = name;
         }
     }
-    char **nv = realloc(*v, (*n + nw + 1) * sizeof(char *));
-    if (nv == NULL) {
-        fmt_strv_free(words, nw);
-        return -1;
-    }
-    memcpy(nv + *n, words, nw * sizeof(char *));
-    *n += nw;
-    nv[*n] = NULL;
-    *v = nv;
-    free(words);
-    return 0;
+    return strv_move_all(v, n, words, nw);
 }
 
 static int add_list(const char *list, char ***v, size_t *n)
 {
     char **words;
     size_t nw;
-    if (fmt_split_list(list, &words, &nw) != 0)
+    if (strv_split(list, &words, &nw) != 0)
         return -1;
-    char **nv = realloc(*v, (*n + nw + 1) * sizeof(char *));
-    if (nv == NULL) {
-        fmt_strv_free(words, nw);
-        return -1;
-    }
-    memcpy(nv + *n, words, nw * sizeof(char *));
-    *n += nw;
-    nv[*n] = NULL;
-    *v = nv;
-    free(words);
-    return 0;
+    return strv_move_all(v, n, words, nw);
 }
 
 int cmd_squeue(struct cli *c, int argc, char **argv)
@@ -116,7 +99,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     const char *format = NULL;
     char err[400];
     int rc = 1;
-    struct fmt_spec spec = {0};
+    struct table_spec spec = {0};
     spurc_response *r = NULL;
     fmt_job **sel = NULL;
 
@@ -126,7 +109,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     while ((ch = getopt_long(argc, argv, ":j:u:t:p:n:o:lhaV", lopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
-            if (fmt_job_ids_parse(optarg, &ids, &nids, err, sizeof(err)) != 0) {
+            if (job_filter_ids_parse(optarg, &ids, &nids, err, sizeof(err)) != 0) {
                 cli_error(c, "%s", err);
                 goto out;
             }
@@ -146,8 +129,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         case 't': {
             bool all;
             size_t k;
-            if (fmt_job_states_parse(optarg, states + nstates, MAX_STATES - nstates, &k, &all, err,
-                                     sizeof(err)) != 0) {
+            if (job_filter_states_parse(optarg, states + nstates, MAX_STATES - nstates, &k, &all,
+                                        err, sizeof(err)) != 0) {
                 cli_error(c, "%s", err);
                 goto out;
             }
@@ -214,7 +197,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         format = getenv("SQUEUE_FORMAT");
     if (format == NULL || format[0] == '\0')
         format = lng ? FMT_SQUEUE_LONG : FMT_SQUEUE_DEFAULT;
-    if (!c->json && fmt_spec_parse(format, FMT_JOBS, &spec, err, sizeof(err)) != 0) {
+    if (!c->json && fmt_squeue_spec_parse(format, &spec, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         goto out;
     }
@@ -244,7 +227,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     sel = calloc(n ? n : 1, sizeof(*sel));
     if (sel == NULL)
         goto oom;
-    struct fmt_job_filter f = {
+    struct job_filter f = {
         .ids = ids,
         .nids = nids,
         .users = users,
@@ -257,9 +240,9 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         .nnames = nnames,
     };
     for (size_t i = 0; i < n; i++)
-        if (fmt_job_matches(r->jobs->jobs[i], &f))
+        if (job_filter_matches(r->jobs->jobs[i], &f))
             sel[m++] = r->jobs->jobs[i];
-    fmt_sort_jobs(sel, m);
+    job_filter_sort(sel, m);
     if (nids > 0 && !states_given && m == 0) {
         cli_error(c, "slurm_load_jobs error: Invalid job id specified");
         goto out;
@@ -283,10 +266,10 @@ oom:
 out:
     free(sel);
     spurc_response_free(r);
-    fmt_spec_free(&spec);
+    table_spec_free(&spec);
     free(ids);
-    fmt_strv_free(users, nusers);
-    fmt_strv_free(parts, nparts);
-    fmt_strv_free(names, nnames);
+    strv_free(users, nusers);
+    strv_free(parts, nparts);
+    strv_free(names, nnames);
     return rc;
 }

@@ -9,11 +9,11 @@
  */
 #include "sbatch_parse.h"
 
+#include "errmsg.h"
 #include "jobscript.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,18 +74,6 @@ static const struct opt opts[] = {
     {"version", 'V', false, true, O_VERSION},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void sbp_opts_free(struct sbp_opts *o)
 {
@@ -166,7 +154,7 @@ static int split_colon_fields(const char *s, uint64_t f[3])
 int sbp_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen)
 {
     if (s == NULL || *s == '\0')
-        return fail(err, errlen, "invalid time limit specification: empty");
+        return errmsg_set(err, errlen, "invalid time limit specification: empty");
     if (strcasecmp(s, "UNLIMITED") == 0 || strcasecmp(s, "INFINITE") == 0) {
         *minutes = 0;
         return 0;
@@ -211,14 +199,14 @@ int sbp_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen)
     }
     uint64_t total = days * 1440 + h * 60 + m + (sec + 59) / 60;
     if (total > UINT32_MAX - 1)
-        return fail(err, errlen, "invalid time limit specification: %s is too long", s);
+        return errmsg_set(err, errlen, "invalid time limit specification: %s is too long", s);
     *minutes = (uint32_t)total;
     return 0;
 bad:
-    return fail(err, errlen,
-                "invalid time limit specification: %s (use minutes, MM:SS, HH:MM:SS, D-HH, "
-                "D-HH:MM, D-HH:MM:SS or UNLIMITED)",
-                s);
+    return errmsg_set(err, errlen,
+                      "invalid time limit specification: %s (use minutes, MM:SS, HH:MM:SS, D-HH, "
+                      "D-HH:MM, D-HH:MM:SS or UNLIMITED)",
+                      s);
 }
 
 int sbp_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen)
@@ -267,20 +255,20 @@ int sbp_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen)
     *mb = out;
     return 0;
 big:
-    return fail(err, errlen, "invalid --mem specification: %s is too large", s);
+    return errmsg_set(err, errlen, "invalid --mem specification: %s is too large", s);
 bad:
-    return fail(err, errlen,
-                "invalid --mem specification: %s (a number of MB, or with a K, M, G or T suffix)",
-                s);
+    return errmsg_set(
+        err, errlen,
+        "invalid --mem specification: %s (a number of MB, or with a K, M, G or T suffix)", s);
 }
 
 static int set_str(char **field, const char *value, const char *what, char *err, size_t errlen)
 {
     if (value[0] == '\0')
-        return fail(err, errlen, "option --%s needs a non-empty value", what);
+        return errmsg_set(err, errlen, "option --%s needs a non-empty value", what);
     char *copy = strdup(value);
     if (copy == NULL)
-        return fail(err, errlen, "out of memory");
+        return errmsg_set(err, errlen, "out of memory");
     free(*field);
     *field = copy;
     return 0;
@@ -290,8 +278,9 @@ static int set_count(uint32_t *field, const char *value, const char *what, char 
 {
     uint64_t v;
     if (parse_uint(value, UINT32_MAX, &v) != 0 || v == 0)
-        return fail(err, errlen, "invalid --%s value '%s': a whole number of at least 1 expected",
-                    what, value);
+        return errmsg_set(err, errlen,
+                          "invalid --%s value '%s': a whole number of at least 1 expected", what,
+                          value);
     *field = (uint32_t)v;
     return 0;
 }
@@ -419,13 +408,13 @@ static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int star
         const char *w = argv[i];
         if (strcmp(w, "--") == 0) {
             if (in_script)
-                return fail(err, errlen, "unexpected '--'");
+                return errmsg_set(err, errlen, "unexpected '--'");
             i++;
             break;
         }
         if (w[0] != '-' || w[1] == '\0') {
             if (in_script)
-                return fail(err, errlen, "unexpected word '%s' (not an option)", w);
+                return errmsg_set(err, errlen, "unexpected word '%s' (not an option)", w);
             break;
         }
         if (w[1] == '-') {
@@ -435,10 +424,11 @@ static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int star
             bool ambiguous;
             const struct opt *op = find_long(name, len, &ambiguous);
             if (op == NULL)
-                return fail(err, errlen, "%s option '--%.*s'",
-                            ambiguous ? "ambiguous" : "unrecognized", (int)len, name);
+                return errmsg_set(err, errlen, "%s option '--%.*s'",
+                                  ambiguous ? "ambiguous" : "unrecognized", (int)len, name);
             if (in_script && op->cli_only)
-                return fail(err, errlen, "option '--%s' is not valid in a batch script", op->name);
+                return errmsg_set(err, errlen, "option '--%s' is not valid in a batch script",
+                                  op->name);
             const char *value = NULL;
             if (op->has_arg) {
                 if (eq != NULL) {
@@ -446,10 +436,10 @@ static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int star
                 } else if (i + 1 < argc) {
                     value = argv[++i];
                 } else {
-                    return fail(err, errlen, "option '--%s' requires an argument", op->name);
+                    return errmsg_set(err, errlen, "option '--%s' requires an argument", op->name);
                 }
             } else if (eq != NULL) {
-                return fail(err, errlen, "option '--%s' doesn't allow an argument", op->name);
+                return errmsg_set(err, errlen, "option '--%s' doesn't allow an argument", op->name);
             }
             if (apply(o, op, value, err, errlen) != 0)
                 return -1;
@@ -459,9 +449,9 @@ static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int star
         for (const char *p = w + 1; *p; p++) {
             const struct opt *op = find_short(*p);
             if (op == NULL)
-                return fail(err, errlen, "invalid option -- '%c'", *p);
+                return errmsg_set(err, errlen, "invalid option -- '%c'", *p);
             if (in_script && op->cli_only)
-                return fail(err, errlen, "option '-%c' is not valid in a batch script", *p);
+                return errmsg_set(err, errlen, "option '-%c' is not valid in a batch script", *p);
             if (!op->has_arg) {
                 if (apply(o, op, NULL, err, errlen) != 0)
                     return -1;
@@ -473,7 +463,7 @@ static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int star
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                return fail(err, errlen, "option requires an argument -- '%c'", *p);
+                return errmsg_set(err, errlen, "option requires an argument -- '%c'", *p);
             }
             if (apply(o, op, value, err, errlen) != 0)
                 return -1;
@@ -492,7 +482,7 @@ int sbp_parse_args(struct sbp_opts *o, int argc, char *const *argv, int *script_
     if (parse_words(o, argc, argv, 1, false, &stop, err, errlen) != 0)
         return -1;
     if ((o->set & SBP_WRAP) && stop < argc)
-        return fail(err, errlen, "script argument not permitted with --wrap option");
+        return errmsg_set(err, errlen, "script argument not permitted with --wrap option");
     *script_index = stop;
     return 0;
 }
@@ -515,7 +505,7 @@ static int split_words(const char *s, size_t len, char *buf, char **words, int *
         if (i >= len || s[i] == '#')
             break;
         if (n == SBP_MAX_WORDS)
-            return fail(err, errlen, "too many words");
+            return errmsg_set(err, errlen, "too many words");
         words[n++] = buf + out;
         while (i < len && s[i] != ' ' && s[i] != '\t') {
             char c = s[i];
@@ -524,7 +514,7 @@ static int split_words(const char *s, size_t len, char *buf, char **words, int *
                 while (end < len && s[end] != '\'')
                     end++;
                 if (end >= len)
-                    return fail(err, errlen, "unterminated quote");
+                    return errmsg_set(err, errlen, "unterminated quote");
                 memcpy(buf + out, s + i + 1, end - i - 1);
                 out += end - i - 1;
                 i = end + 1;
@@ -536,7 +526,7 @@ static int split_words(const char *s, size_t len, char *buf, char **words, int *
                     buf[out++] = s[i++];
                 }
                 if (i >= len)
-                    return fail(err, errlen, "unterminated quote");
+                    return errmsg_set(err, errlen, "unterminated quote");
                 i++;
             } else if (c == '\\' && i + 1 < len) {
                 buf[out++] = s[i + 1];
@@ -583,7 +573,7 @@ int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, cha
         int nw = 0;
         char why[400];
         if (buf == NULL)
-            return fail(err, errlen, "out of memory");
+            return errmsg_set(err, errlen, "out of memory");
         /* argv-style: words[0] is unused by parse_words (it starts at index 1). */
         words[0] = NULL;
         int rc = split_words(text, tl, buf, words + 1, &nw, why, sizeof(why));
@@ -591,7 +581,7 @@ int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, cha
             rc = parse_words(o, nw + 1, words, 1, true, NULL, why, sizeof(why));
         free(buf);
         if (rc != 0)
-            return fail(err, errlen, "batch script line %u: %s", lineno, why);
+            return errmsg_set(err, errlen, "batch script line %u: %s", lineno, why);
     }
     return 0;
 }
@@ -740,7 +730,7 @@ int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *
     for (char *p = copy;; p++) {
         if (*p == '\0' || (*p == ',' && quote == 0)) {
             if (nt == sizeof(tokens) / sizeof(tokens[0])) {
-                fail(err, errlen, "invalid --export value: too many names");
+                errmsg_set(err, errlen, "invalid --export value: too many names");
                 goto out;
             }
             bool end = *p == '\0';
@@ -756,7 +746,7 @@ int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *
         }
     }
     if (quote != 0) {
-        fail(err, errlen, "invalid --export value: unterminated quote in '%s'", spec);
+        errmsg_set(err, errlen, "invalid --export value: unterminated quote in '%s'", spec);
         goto out;
     }
     for (size_t i = 0; i < nt; i++)
@@ -767,14 +757,14 @@ int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *
         if (strcasecmp(t, "ALL") == 0 || strcasecmp(t, "NONE") == 0)
             continue;
         if (t[0] == '\0') {
-            fail(err, errlen, "invalid --export value: empty name in '%s'", spec);
+            errmsg_set(err, errlen, "invalid --export value: empty name in '%s'", spec);
             goto out;
         }
         const char *eq = strchr(t, '=');
         size_t nlen = eq ? (size_t)(eq - t) : strlen(t);
         if (!valid_env_name(t, nlen)) {
-            fail(err, errlen, "invalid --export value: '%.*s' is not a variable name", (int)nlen,
-                 t);
+            errmsg_set(err, errlen, "invalid --export value: '%.*s' is not a variable name",
+                       (int)nlen, t);
             goto out;
         }
         if (eq == NULL) {
@@ -804,7 +794,7 @@ done:
     rc = 0;
     goto out;
 oom:
-    fail(err, errlen, "out of memory");
+    errmsg_set(err, errlen, "out of memory");
 out:
     free(copy);
     free_vec(e.v, e.n);
@@ -830,13 +820,13 @@ int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t err
     if (limit == 0 || len <= limit)
         return 0;
     if (exact)
-        return fail(err, errlen,
-                    "batch script is %zu bytes, over the limit of %u bytes "
-                    "(controller.max_script_bytes)",
-                    len, limit);
-    return fail(err, errlen,
-                "batch script is larger than the limit of %u bytes (controller.max_script_bytes)",
-                limit);
+        return errmsg_set(err, errlen,
+                          "batch script is %zu bytes, over the limit of %u bytes "
+                          "(controller.max_script_bytes)",
+                          len, limit);
+    return errmsg_set(
+        err, errlen,
+        "batch script is larger than the limit of %u bytes (controller.max_script_bytes)", limit);
 }
 
 int sbp_check_script(const char *script, size_t len, char *err, size_t errlen)
@@ -880,14 +870,14 @@ int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
 
     if (cli->set & SBP_WRAP) {
         if (script != NULL || ctx->script_path != NULL)
-            return fail(err, errlen, "script argument not permitted with --wrap option");
+            return errmsg_set(err, errlen, "script argument not permitted with --wrap option");
         wrapped = sbp_wrap_script(cli->wrap);
         if (wrapped == NULL)
-            return fail(err, errlen, "out of memory");
+            return errmsg_set(err, errlen, "out of memory");
         script = wrapped;
         len = strlen(wrapped);
     } else if (script == NULL) {
-        return fail(err, errlen, "no batch script given");
+        return errmsg_set(err, errlen, "no batch script given");
     }
     if (sbp_check_size(len, true, ctx->max_script_bytes, err, errlen) != 0 ||
         sbp_check_script(script, len, err, errlen) != 0 ||
@@ -942,7 +932,7 @@ int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
     free(wrapped);
     return 0;
 oom:
-    fail(err, errlen, "out of memory");
+    errmsg_set(err, errlen, "out of memory");
 fail:
     sbp_opts_free(&o);
     free(wrapped);

@@ -4,6 +4,7 @@
 #include "buf.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +30,16 @@ bool buf_reserve(struct buf *b, size_t extra)
 {
     if (b->oom)
         return false;
-    if (b->len + extra + 1 <= b->cap)
+    if (extra > SIZE_MAX - 1 - b->len) {
+        b->oom = true; /* the size itself does not fit in a size_t */
+        return false;
+    }
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
         return true;
     size_t ncap = b->cap ? b->cap : 256;
-    while (ncap < b->len + extra + 1)
-        ncap *= 2;
+    while (ncap < need)
+        ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2; /* doubling would wrap: ask exactly */
     char *np = realloc(b->p, ncap);
     if (np == NULL) {
         b->oom = true;
@@ -42,6 +48,14 @@ bool buf_reserve(struct buf *b, size_t extra)
     b->p = np;
     b->cap = ncap;
     return true;
+}
+
+void buf_commit(struct buf *b, size_t k)
+{
+    if (b->oom || b->p == NULL || k > b->cap - b->len - 1)
+        return; /* nothing reserved for it: a caller's bug, refused rather than overrun */
+    b->len += k;
+    b->p[b->len] = '\0';
 }
 
 void buf_append(struct buf *b, const void *data, size_t n)
@@ -76,4 +90,15 @@ void buf_printf(struct buf *b, const char *fmt, ...)
         va_end(ap);
     }
     b->len += (size_t)n;
+}
+
+char *buf_take(struct buf *b)
+{
+    char *s = b->oom ? NULL : b->p;
+    if (b->oom)
+        free(b->p);
+    else if (s == NULL)
+        s = calloc(1, 1);
+    memset(b, 0, sizeof(*b));
+    return s;
 }

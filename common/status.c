@@ -4,6 +4,7 @@
 #include "status.h"
 
 #include "frame.h"
+#include "names.h"
 #include "status.pb-c.h"
 
 #include <string.h>
@@ -24,20 +25,7 @@ const char *status_phase_name(enum status_phase p)
 
 const char *status_role_name(enum status_role r)
 {
-    switch (r) {
-    case STATUS_ROLE_FOLLOWER:
-        return "follower";
-    case STATUS_ROLE_CANDIDATE:
-        return "candidate";
-    case STATUS_ROLE_LEADER:
-        return "leader";
-    case STATUS_ROLE_LEARNER:
-        return "learner";
-    case STATUS_ROLE_PRECANDIDATE:
-        return "precandidate";
-    default:
-        return "unknown";
-    }
+    return names_role((int)r);
 }
 
 int status_encode(const struct worker_status *s, uint8_t *buf, size_t cap)

@@ -11,6 +11,7 @@
 #include "node_metrics.h"
 
 #include "buf.h"
+#include "names.h"
 #include "util.h"
 
 #include <string.h>
@@ -25,11 +26,15 @@ static void counter(struct buf *b, const char *name, const char *help, double v)
     buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", name, help, name, name, v);
 }
 
-static const char *const job_state_names[FSM_JOB_NSTATES] = {
-    "unspecified", "pending", "running", "completing", "completed",
-    "failed",      "cancelled", "timeout", "node_fail"};
-static const char *const node_state_names[FSM_NODE_NSTATES] = {
-    "unspecified", "idle", "allocated", "mixed", "down", "drained", "draining", "unknown"};
+/* The roles in the order their series print, each as the core numbers it and by name. */
+static const struct {
+    int raft;
+    enum status_role role;
+} metric_roles[] = {
+    {RAFT_FOLLOWER, STATUS_ROLE_FOLLOWER},   {RAFT_PRECANDIDATE, STATUS_ROLE_PRECANDIDATE},
+    {RAFT_CANDIDATE, STATUS_ROLE_CANDIDATE}, {RAFT_LEADER, STATUS_ROLE_LEADER},
+    {RAFT_LEARNER, STATUS_ROLE_LEARNER},
+};
 
 static void render(const struct node_metrics *m, struct buf *b)
 {
@@ -45,11 +50,9 @@ static void render(const struct node_metrics *m, struct buf *b)
     gauge(b, "spur_raft_term", "Current Raft term.", (double)rs.term);
     buf_printf(b, "# HELP spur_raft_role Raft role of this replica (1 for the current one).\n"
                   "# TYPE spur_raft_role gauge\n");
-    static const char *const roles[] = {"follower", "precandidate", "candidate", "leader",
-                                        "learner"};
-    for (int r = 0; r < 5; r++)
-        buf_printf(b, "spur_raft_role{role=\"%s\"} %d\n", roles[r],
-                   n->raft && rs.role == r + 1 ? 1 : 0);
+    for (size_t r = 0; r < sizeof(metric_roles) / sizeof(metric_roles[0]); r++)
+        buf_printf(b, "spur_raft_role{role=\"%s\"} %d\n", names_role(metric_roles[r].role),
+                   n->raft && rs.role == metric_roles[r].raft ? 1 : 0);
     gauge(b, "spur_raft_leader_id", "Node id of the known leader; 0 when none.",
           (double)rs.leader);
     gauge(b, "spur_raft_commit_index", "Highest log index known committed.", (double)rs.commit);
@@ -160,12 +163,12 @@ static void render(const struct node_metrics *m, struct buf *b)
     buf_printf(b, "# HELP spur_jobs Jobs held in the replicated state, by state.\n"
                   "# TYPE spur_jobs gauge\n");
     for (int i = 1; i < FSM_JOB_NSTATES; i++)
-        buf_printf(b, "spur_jobs{state=\"%s\"} %llu\n", job_state_names[i],
+        buf_printf(b, "spur_jobs{state=\"%s\"} %llu\n", names_job_state_label(i),
                    (unsigned long long)fs.jobs_by_state[i]);
     buf_printf(b, "# HELP spur_nodes Nodes in the replicated state, by state.\n"
                   "# TYPE spur_nodes gauge\n");
     for (int i = 1; i < FSM_NODE_NSTATES; i++)
-        buf_printf(b, "spur_nodes{state=\"%s\"} %llu\n", node_state_names[i],
+        buf_printf(b, "spur_nodes{state=\"%s\"} %llu\n", names_node_state_long(i),
                    (unsigned long long)fs.nodes_by_state[i]);
     gauge(b, "spur_sessions", "Client sessions kept for exactly-once writes.",
           (double)fs.sessions);

@@ -4,16 +4,13 @@
  */
 #include "fsm_jobs.h"
 
+#include "names.h"
+
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define PB_STR(s) ((s) != NULL ? (s) : "")
-
-static const char *const state_names[FSM_JOB_NSTATES] = {
-    "UNKNOWN", "PENDING",   "RUNNING", "COMPLETING", "COMPLETED",
-    "FAILED",  "CANCELLED", "TIMEOUT", "NODE_FAIL",
-};
 
 static const char *const end_reason_names[FSM_END_NREASONS] = {
     "None",
@@ -24,9 +21,7 @@ static const char *const end_reason_names[FSM_END_NREASONS] = {
 
 const char *fsm_job_state_name(int state)
 {
-    if (state <= 0 || state >= FSM_JOB_NSTATES)
-        return "UNKNOWN";
-    return state_names[state];
+    return names_job_state_name(state);
 }
 
 const char *fsm_end_reason_name(int reason)

@@ -1,5 +1,7 @@
 /*
- * test_format.c - text forms of jobs, nodes and partitions (client/format.c).
+ * test_format.c - text forms of jobs, nodes and partitions: the client modules that were
+ * client/format.c (names, units, hostlist, job_filter, table through fmt_squeue and
+ * fmt_sinfo, fmt_show, fmt_json, scontrol_args). The table engine alone is in test_table.c.
  *
  * Pinned here, byte for byte where a script could parse it:
  *   - job state codes and names both ways, state lists ("all", bad names); node state
@@ -18,7 +20,18 @@
  *   - scontrol show job/node/partition records, JSON objects, and the update / create
  *     argument parsers with Slurm's refusals.
  */
-#include "format.h"
+#include "fmt.h"
+#include "fmt_json.h"
+#include "fmt_show.h"
+#include "fmt_sinfo.h"
+#include "fmt_squeue.h"
+#include "hostlist.h"
+#include "job_filter.h"
+#include "names.h"
+#include "scontrol_args.h"
+#include "strv.h"
+#include "table.h"
+#include "units.h"
 
 #include <check.h>
 #include <stdarg.h>
@@ -120,12 +133,12 @@ static const struct fmt_ctx ctx = {.now_ms = NOW_MS};
 
 static char *render_squeue(const char *format, fmt_job *const *jobs, size_t n, bool header)
 {
-    struct fmt_spec spec;
-    ck_assert_msg(fmt_spec_parse(format, FMT_JOBS, &spec, err, sizeof(err)) == 0, "%s", err);
+    struct table_spec spec;
+    ck_assert_msg(fmt_squeue_spec_parse(format, &spec, err, sizeof(err)) == 0, "%s", err);
     struct cap c;
     fmt_squeue(cap_open(&c), &spec, jobs, n, header, &ctx);
     cap_text(&c);
-    fmt_spec_free(&spec);
+    table_spec_free(&spec);
     return c.buf;
 }
 
@@ -143,38 +156,38 @@ START_TEST(test_job_states)
         {JS(TIMEOUT), "TO", "TIMEOUT"},       {JS(NODE_FAIL), "NF", "NODE_FAIL"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        ck_assert_str_eq(fmt_job_state_code(t[i].st), t[i].code);
-        ck_assert_str_eq(fmt_job_state_name(t[i].st), t[i].name);
-        ck_assert_int_eq(fmt_job_state_parse(t[i].code), t[i].st);
-        ck_assert_int_eq(fmt_job_state_parse(t[i].name), t[i].st);
+        ck_assert_str_eq(names_job_state_code(t[i].st), t[i].code);
+        ck_assert_str_eq(names_job_state_name(t[i].st), t[i].name);
+        ck_assert_int_eq(names_job_state_parse(t[i].code), t[i].st);
+        ck_assert_int_eq(names_job_state_parse(t[i].name), t[i].st);
     }
-    ck_assert_int_eq(fmt_job_state_parse("pd"), JS(PENDING));
-    ck_assert_int_eq(fmt_job_state_parse("Running"), JS(RUNNING));
-    ck_assert_int_eq(fmt_job_state_parse("canceled"), JS(CANCELLED));
-    ck_assert_int_eq(fmt_job_state_parse("bogus"), -1);
-    ck_assert_int_eq(fmt_job_state_parse(""), -1);
-    ck_assert_str_eq(fmt_job_state_code(0), "?");
-    ck_assert_str_eq(fmt_job_state_name(99), "UNKNOWN");
-    ck_assert(fmt_job_state_active(JS(COMPLETING)));
-    ck_assert(!fmt_job_state_active(JS(COMPLETED)));
+    ck_assert_int_eq(names_job_state_parse("pd"), JS(PENDING));
+    ck_assert_int_eq(names_job_state_parse("Running"), JS(RUNNING));
+    ck_assert_int_eq(names_job_state_parse("canceled"), JS(CANCELLED));
+    ck_assert_int_eq(names_job_state_parse("bogus"), -1);
+    ck_assert_int_eq(names_job_state_parse(""), -1);
+    ck_assert_str_eq(names_job_state_code(0), "?");
+    ck_assert_str_eq(names_job_state_name(99), "UNKNOWN");
+    ck_assert(job_filter_state_active(JS(COMPLETING)));
+    ck_assert(!job_filter_state_active(JS(COMPLETED)));
 
     int st[8];
     size_t n;
     bool all;
-    ck_assert_int_eq(fmt_job_states_parse("PD,running,R", st, 8, &n, &all, err, sizeof(err)), 0);
+    ck_assert_int_eq(job_filter_states_parse("PD,running,R", st, 8, &n, &all, err, sizeof(err)), 0);
     ck_assert_uint_eq(n, 2); /* R twice counts once */
     ck_assert_int_eq(st[0], JS(PENDING));
     ck_assert_int_eq(st[1], JS(RUNNING));
     ck_assert(!all);
-    ck_assert_int_eq(fmt_job_states_parse("all", st, 8, &n, &all, err, sizeof(err)), 0);
+    ck_assert_int_eq(job_filter_states_parse("all", st, 8, &n, &all, err, sizeof(err)), 0);
     ck_assert(all);
     ck_assert_uint_eq(n, 0);
-    ck_assert_int_eq(fmt_job_states_parse("R,ALL", st, 8, &n, &all, err, sizeof(err)), 0);
+    ck_assert_int_eq(job_filter_states_parse("R,ALL", st, 8, &n, &all, err, sizeof(err)), 0);
     ck_assert(all);
     ck_assert_uint_eq(n, 0);
-    ck_assert_int_eq(fmt_job_states_parse("PD,sleepy", st, 8, &n, &all, err, sizeof(err)), -1);
+    ck_assert_int_eq(job_filter_states_parse("PD,sleepy", st, 8, &n, &all, err, sizeof(err)), -1);
     ck_assert_str_eq(err, "Invalid job state specified: sleepy");
-    ck_assert_int_eq(fmt_job_states_parse("", st, 8, &n, &all, err, sizeof(err)), -1);
+    ck_assert_int_eq(job_filter_states_parse("", st, 8, &n, &all, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("Invalid job state specified");
 }
 END_TEST
@@ -199,24 +212,24 @@ START_TEST(test_node_states)
         n.state = (Spur__Api__NodeState)t[i].st;
         n.cpus = 4;
         n.alloc_cpus = 2;
-        ck_assert_str_eq(fmt_node_state_compact(&n), t[i].compact);
-        ck_assert_str_eq(fmt_node_state_long(&n), t[i].lng);
-        ck_assert_str_eq(fmt_node_state_scontrol(&n), t[i].sc);
+        ck_assert_str_eq(names_node_state_compact((int)n.state), t[i].compact);
+        ck_assert_str_eq(names_node_state_long((int)n.state), t[i].lng);
+        ck_assert_str_eq(fmt_show_node_state(&n), t[i].sc);
     }
     Spur__Api__Node full = SPUR__API__NODE__INIT;
     full.state = NS(DRAINING);
     full.cpus = full.alloc_cpus = 8;
-    ck_assert_str_eq(fmt_node_state_scontrol(&full), "ALLOCATED+DRAIN");
+    ck_assert_str_eq(fmt_show_node_state(&full), "ALLOCATED+DRAIN");
 
-    ck_assert_int_eq(fmt_node_state_matches("drain", NS(DRAINED)), 1);
-    ck_assert_int_eq(fmt_node_state_matches("DRAIN", NS(DRAINING)), 1);
-    ck_assert_int_eq(fmt_node_state_matches("drain", NS(IDLE)), 0);
-    ck_assert_int_eq(fmt_node_state_matches("drained", NS(DRAINING)), 0);
-    ck_assert_int_eq(fmt_node_state_matches("drng", NS(DRAINING)), 1);
-    ck_assert_int_eq(fmt_node_state_matches("alloc", NS(ALLOCATED)), 1);
-    ck_assert_int_eq(fmt_node_state_matches("Allocated", NS(ALLOCATED)), 1);
-    ck_assert_int_eq(fmt_node_state_matches("mix", NS(IDLE)), 0);
-    ck_assert_int_eq(fmt_node_state_matches("sleepy", NS(IDLE)), -1);
+    ck_assert_int_eq(fmt_sinfo_state_matches("drain", NS(DRAINED)), 1);
+    ck_assert_int_eq(fmt_sinfo_state_matches("DRAIN", NS(DRAINING)), 1);
+    ck_assert_int_eq(fmt_sinfo_state_matches("drain", NS(IDLE)), 0);
+    ck_assert_int_eq(fmt_sinfo_state_matches("drained", NS(DRAINING)), 0);
+    ck_assert_int_eq(fmt_sinfo_state_matches("drng", NS(DRAINING)), 1);
+    ck_assert_int_eq(fmt_sinfo_state_matches("alloc", NS(ALLOCATED)), 1);
+    ck_assert_int_eq(fmt_sinfo_state_matches("Allocated", NS(ALLOCATED)), 1);
+    ck_assert_int_eq(fmt_sinfo_state_matches("mix", NS(IDLE)), 0);
+    ck_assert_int_eq(fmt_sinfo_state_matches("sleepy", NS(IDLE)), -1);
 }
 END_TEST
 
@@ -241,22 +254,22 @@ START_TEST(test_durations)
     };
     char b[64];
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        fmt_duration(b, sizeof(b), t[i].s);
+        units_duration(b, sizeof(b), t[i].s);
         ck_assert_str_eq(b, t[i].sq);
-        fmt_duration_hms(b, sizeof(b), t[i].s);
+        units_duration_hms(b, sizeof(b), t[i].s);
         ck_assert_str_eq(b, t[i].hms);
     }
-    fmt_limit(b, sizeof(b), 0, "UNLIMITED", false);
+    units_limit(b, sizeof(b), 0, "UNLIMITED", false);
     ck_assert_str_eq(b, "UNLIMITED");
-    fmt_limit(b, sizeof(b), 0, "infinite", true);
+    units_limit(b, sizeof(b), 0, "infinite", true);
     ck_assert_str_eq(b, "infinite");
-    fmt_limit(b, sizeof(b), 30, "x", false);
+    units_limit(b, sizeof(b), 30, "x", false);
     ck_assert_str_eq(b, "30:00");
-    fmt_limit(b, sizeof(b), 30, "x", true);
+    units_limit(b, sizeof(b), 30, "x", true);
     ck_assert_str_eq(b, "00:30:00");
-    fmt_limit(b, sizeof(b), 1440, "x", false);
+    units_limit(b, sizeof(b), 1440, "x", false);
     ck_assert_str_eq(b, "1-00:00:00");
-    fmt_limit(b, sizeof(b), 4294967295u, "x", false);
+    units_limit(b, sizeof(b), 4294967295u, "x", false);
     ck_assert_str_eq(b, "2982616-04:15:00");
 }
 END_TEST
@@ -264,13 +277,13 @@ END_TEST
 START_TEST(test_timestamps_and_memory)
 {
     char b[64];
-    fmt_timestamp(b, sizeof(b), NOW_MS, "N/A");
+    units_timestamp(b, sizeof(b), NOW_MS, "N/A");
     ck_assert_str_eq(b, "2023-11-14T22:13:20");
-    fmt_timestamp(b, sizeof(b), NOW_MS + 999, "N/A"); /* milliseconds are cut, not rounded */
+    units_timestamp(b, sizeof(b), NOW_MS + 999, "N/A"); /* milliseconds are cut, not rounded */
     ck_assert_str_eq(b, "2023-11-14T22:13:20");
-    fmt_timestamp(b, sizeof(b), 0, "Unknown");
+    units_timestamp(b, sizeof(b), 0, "Unknown");
     ck_assert_str_eq(b, "Unknown");
-    fmt_timestamp(b, sizeof(b), 1000, "N/A");
+    units_timestamp(b, sizeof(b), 1000, "N/A");
     ck_assert_str_eq(b, "1970-01-01T00:00:01");
 
     static const struct {
@@ -279,7 +292,7 @@ START_TEST(test_timestamps_and_memory)
     } m[] = {{0, "0"},     {1, "1M"},       {512, "512M"},      {1024, "1G"},   {1536, "1536M"},
              {4096, "4G"}, {1048576, "1T"}, {1049600, "1025G"}, {3145728, "3T"}};
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
-        fmt_mem(b, sizeof(b), m[i].mb);
+        units_mem(b, sizeof(b), m[i].mb);
         ck_assert_str_eq(b, m[i].s);
     }
 }
@@ -308,7 +321,7 @@ END_TEST
 
 static char *compress(const char *const *names, size_t n)
 {
-    char *s = fmt_hostlist((char *const *)names, n);
+    char *s = hostlist_compress((char *const *)names, n);
     ck_assert_ptr_nonnull(s);
     return s;
 }
@@ -338,7 +351,7 @@ START_TEST(test_hostlist_compress)
     ASSERT_COMPRESS("x,x1", "x1", "x");
     /* Too many digits to be a number: left alone. */
     ASSERT_COMPRESS("n1234567890123456789", "n1234567890123456789");
-    char *empty = fmt_hostlist(NULL, 0);
+    char *empty = hostlist_compress(NULL, 0);
     ck_assert_str_eq(empty, "");
     free(empty);
 }
@@ -348,7 +361,7 @@ static void assert_expand(const char *expr, const char *joined)
 {
     char **v;
     size_t n;
-    ck_assert_msg(fmt_hostlist_expand(expr, &v, &n, err, sizeof(err)) == 0, "%s: %s", expr, err);
+    ck_assert_msg(hostlist_expand(expr, &v, &n, err, sizeof(err)) == 0, "%s: %s", expr, err);
     char buf[1024] = "";
     for (size_t i = 0; i < n; i++) {
         if (i)
@@ -357,7 +370,7 @@ static void assert_expand(const char *expr, const char *joined)
     }
     ck_assert_ptr_null(v[n]);
     ck_assert_str_eq(buf, joined);
-    fmt_strv_free(v, n);
+    strv_free(v, n);
 }
 
 START_TEST(test_hostlist_expand)
@@ -378,16 +391,16 @@ START_TEST(test_hostlist_expand)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char **v = NULL;
         size_t n = 0;
-        ck_assert_msg(fmt_hostlist_expand(bad[i], &v, &n, err, sizeof(err)) == -1, "%s accepted",
+        ck_assert_msg(hostlist_expand(bad[i], &v, &n, err, sizeof(err)) == -1, "%s accepted",
                       bad[i]);
         ASSERT_ERR_HAS("invalid host list");
         ASSERT_ERR_HAS(bad[i]);
     }
     char **v = NULL;
     size_t n = 0;
-    ck_assert_int_eq(fmt_hostlist_expand("n[0-70000]", &v, &n, err, sizeof(err)), -1);
+    ck_assert_int_eq(hostlist_expand("n[0-70000]", &v, &n, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("more than 65536");
-    ck_assert_int_eq(fmt_hostlist_expand("n[1-40000],m[1-40000]", &v, &n, err, sizeof(err)), -1);
+    ck_assert_int_eq(hostlist_expand("n[1-40000],m[1-40000]", &v, &n, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("more than 65536");
 }
 END_TEST
@@ -399,11 +412,11 @@ START_TEST(test_hostlist_round_trip)
     for (size_t i = 0; i < sizeof(exprs) / sizeof(exprs[0]); i++) {
         char **v;
         size_t n;
-        ck_assert_int_eq(fmt_hostlist_expand(exprs[i], &v, &n, err, sizeof(err)), 0);
-        char *back = fmt_hostlist(v, n);
+        ck_assert_int_eq(hostlist_expand(exprs[i], &v, &n, err, sizeof(err)), 0);
+        char *back = hostlist_compress(v, n);
         ck_assert_str_eq(back, exprs[i]);
         free(back);
-        fmt_strv_free(v, n);
+        strv_free(v, n);
     }
 }
 END_TEST
@@ -412,8 +425,8 @@ START_TEST(test_job_ids)
 {
     uint64_t *ids = NULL;
     size_t n = 0;
-    ck_assert_int_eq(fmt_job_ids_parse("42,43", &ids, &n, err, sizeof(err)), 0);
-    ck_assert_int_eq(fmt_job_ids_parse("7", &ids, &n, err, sizeof(err)), 0);
+    ck_assert_int_eq(job_filter_ids_parse("42,43", &ids, &n, err, sizeof(err)), 0);
+    ck_assert_int_eq(job_filter_ids_parse("7", &ids, &n, err, sizeof(err)), 0);
     ck_assert_uint_eq(n, 3);
     ck_assert_uint_eq(ids[0], 42);
     ck_assert_uint_eq(ids[1], 43);
@@ -421,12 +434,13 @@ START_TEST(test_job_ids)
     static const char *const bad[] = {
         "0", "abc", "42.1", "42_3", "-1", "+4", " 4", "", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        ck_assert_msg(fmt_job_ids_parse(bad[i], &ids, &n, err, sizeof(err)) == -1, "'%s'", bad[i]);
+        ck_assert_msg(job_filter_ids_parse(bad[i], &ids, &n, err, sizeof(err)) == -1, "'%s'",
+                      bad[i]);
         ASSERT_ERR_HAS("Invalid job id");
     }
     ck_assert_uint_eq(n, 3);
     /* A list with one bad word adds nothing. */
-    ck_assert_int_eq(fmt_job_ids_parse("12,x", &ids, &n, err, sizeof(err)), -1);
+    ck_assert_int_eq(job_filter_ids_parse("12,x", &ids, &n, err, sizeof(err)), -1);
     ck_assert_str_eq(err, "Invalid job id x");
     ck_assert_uint_eq(n, 3);
     free(ids);
@@ -437,8 +451,8 @@ END_TEST
 
 START_TEST(test_spec_parse)
 {
-    struct fmt_spec s;
-    ck_assert_int_eq(fmt_spec_parse("a%%b%.5i c%-20j%#u%N", FMT_JOBS, &s, err, sizeof(err)), 0);
+    struct table_spec s;
+    ck_assert_int_eq(fmt_squeue_spec_parse("a%%b%.5i c%-20j%#u%N", &s, err, sizeof(err)), 0);
     ck_assert_uint_eq(s.n, 6);
     ck_assert_int_eq(s.fields[0].type, 0);
     ck_assert_str_eq(s.fields[0].text, "a%b");
@@ -451,30 +465,30 @@ START_TEST(test_spec_parse)
     ck_assert(!s.fields[3].right);
     ck_assert(s.fields[4].auto_width);
     ck_assert_int_eq(s.fields[5].width, -1);
-    fmt_spec_free(&s);
+    table_spec_free(&s);
 
     const char *ok[] = {FMT_SQUEUE_DEFAULT, FMT_SQUEUE_LONG, "%%", "plain text"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-        ck_assert_int_eq(fmt_spec_parse(ok[i], FMT_JOBS, &s, err, sizeof(err)), 0);
-        fmt_spec_free(&s);
+        ck_assert_int_eq(fmt_squeue_spec_parse(ok[i], &s, err, sizeof(err)), 0);
+        table_spec_free(&s);
     }
     const char *sok[] = {FMT_SINFO_DEFAULT, FMT_SINFO_NODE, FMT_SINFO_LONG, FMT_SINFO_SUMMARIZE,
                          FMT_SINFO_REASONS};
     for (size_t i = 0; i < sizeof(sok) / sizeof(sok[0]); i++) {
-        ck_assert_int_eq(fmt_spec_parse(sok[i], FMT_SINFO, &s, err, sizeof(err)), 0);
-        fmt_spec_free(&s);
+        ck_assert_int_eq(fmt_sinfo_spec_parse(sok[i], &s, err, sizeof(err)), 0);
+        table_spec_free(&s);
     }
 
-    ck_assert_int_eq(fmt_spec_parse("%i %y", FMT_JOBS, &s, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_squeue_spec_parse("%i %y", &s, err, sizeof(err)), -1);
     ck_assert_str_eq(err, "invalid field \"%y\" in format \"%i %y\"");
-    ck_assert_int_eq(fmt_spec_parse("%.10", FMT_JOBS, &s, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_squeue_spec_parse("%.10", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("format ends inside the field \"%.10\"");
-    ck_assert_int_eq(fmt_spec_parse("%", FMT_JOBS, &s, err, sizeof(err)), -1);
-    ck_assert_int_eq(fmt_spec_parse("", FMT_JOBS, &s, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_squeue_spec_parse("%", &s, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_squeue_spec_parse("", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("empty format");
-    ck_assert_int_eq(fmt_spec_parse("%.8j", FMT_SINFO, &s, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_sinfo_spec_parse("%.8j", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("\"%.8j\"");
-    ck_assert_int_eq(fmt_spec_parse("%99999i", FMT_JOBS, &s, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_squeue_spec_parse("%99999i", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("too large");
 }
 END_TEST
@@ -588,39 +602,39 @@ START_TEST(test_filters_and_order)
     int states[] = {JS(RUNNING)};
     char *parts[] = {"debug"};
     char *names[] = {"held"};
-    struct fmt_job_filter none = {0};
-    ck_assert(fmt_job_matches(&A.job, &none));
-    struct fmt_job_filter byid = {.ids = ids, .nids = 2};
-    ck_assert(fmt_job_matches(&A.job, &byid));
-    ck_assert(fmt_job_matches(&c.job, &byid));
-    ck_assert(!fmt_job_matches(&B.job, &byid));
-    struct fmt_job_filter byuser = {.users = users, .nusers = 1};
-    ck_assert(fmt_job_matches(&c.job, &byuser));
-    ck_assert(!fmt_job_matches(&B.job, &byuser));
-    struct fmt_job_filter bystate = {.states = states, .nstates = 1};
-    ck_assert(fmt_job_matches(&A.job, &bystate));
-    ck_assert(!fmt_job_matches(&c.job, &bystate));
-    struct fmt_job_filter all = {.ids = ids,
-                                 .nids = 2,
-                                 .users = users,
-                                 .nusers = 1,
-                                 .states = states,
-                                 .nstates = 1,
-                                 .partitions = parts,
-                                 .npartitions = 1};
-    ck_assert(fmt_job_matches(&A.job, &all));
-    ck_assert(!fmt_job_matches(&c.job, &all)); /* completed, and in batch */
-    struct fmt_job_filter byname = {.names = names, .nnames = 1};
-    ck_assert(fmt_job_matches(&B.job, &byname));
-    ck_assert(fmt_job_matches(&d.job, &byname));
-    ck_assert(!fmt_job_matches(&A.job, &byname));
+    struct job_filter none = {0};
+    ck_assert(job_filter_matches(&A.job, &none));
+    struct job_filter byid = {.ids = ids, .nids = 2};
+    ck_assert(job_filter_matches(&A.job, &byid));
+    ck_assert(job_filter_matches(&c.job, &byid));
+    ck_assert(!job_filter_matches(&B.job, &byid));
+    struct job_filter byuser = {.users = users, .nusers = 1};
+    ck_assert(job_filter_matches(&c.job, &byuser));
+    ck_assert(!job_filter_matches(&B.job, &byuser));
+    struct job_filter bystate = {.states = states, .nstates = 1};
+    ck_assert(job_filter_matches(&A.job, &bystate));
+    ck_assert(!job_filter_matches(&c.job, &bystate));
+    struct job_filter all = {.ids = ids,
+                             .nids = 2,
+                             .users = users,
+                             .nusers = 1,
+                             .states = states,
+                             .nstates = 1,
+                             .partitions = parts,
+                             .npartitions = 1};
+    ck_assert(job_filter_matches(&A.job, &all));
+    ck_assert(!job_filter_matches(&c.job, &all)); /* completed, and in batch */
+    struct job_filter byname = {.names = names, .nnames = 1};
+    ck_assert(job_filter_matches(&B.job, &byname));
+    ck_assert(job_filter_matches(&d.job, &byname));
+    ck_assert(!job_filter_matches(&A.job, &byname));
     /* A job without a spec matches only empty-string filters. */
     Spur__Api__Job bare = SPUR__API__JOB__INIT;
-    ck_assert(!fmt_job_matches(&bare, &byuser));
+    ck_assert(!job_filter_matches(&bare, &byuser));
 
     /* Partition, then state (pending first), then id. */
     fmt_job *jobs[] = {&A.job, &c.job, &d.job, &B.job};
-    fmt_sort_jobs(jobs, 4);
+    job_filter_sort(jobs, 4);
     ck_assert_uint_eq(jobs[0]->id, 3);  /* batch */
     ck_assert_uint_eq(jobs[1]->id, 7);  /* debug, pending */
     ck_assert_uint_eq(jobs[2]->id, 1);  /* debug, running, lower id */
@@ -682,12 +696,12 @@ static char *render_sinfo(const char *format, const struct fmt_sinfo_opts *o)
 {
     fmt_partition *p[] = {&parts_[0], &parts_[1], &parts_[2]};
     fmt_node *n[] = {&nodes_[0], &nodes_[1], &nodes_[2], &nodes_[3], &nodes_[4], &nodes_[5]};
-    struct fmt_spec spec;
-    ck_assert_msg(fmt_spec_parse(format, FMT_SINFO, &spec, err, sizeof(err)) == 0, "%s", err);
+    struct table_spec spec;
+    ck_assert_msg(fmt_sinfo_spec_parse(format, &spec, err, sizeof(err)) == 0, "%s", err);
     struct cap c;
     fmt_sinfo(cap_open(&c), &spec, p, 3, n, 6, o, &ctx);
     cap_text(&c);
-    fmt_spec_free(&spec);
+    table_spec_free(&spec);
     return c.buf;
 }
 
@@ -796,17 +810,17 @@ START_TEST(test_sinfo_many_nodes)
     p.nodes = listed;
     p.n_nodes = NN;
     fmt_partition *pp[] = {&p};
-    struct fmt_spec spec;
-    ck_assert_int_eq(fmt_spec_parse("%R %D %t %N %C", FMT_SINFO, &spec, err, sizeof(err)), 0);
+    struct table_spec spec;
+    ck_assert_int_eq(fmt_sinfo_spec_parse("%R %D %t %N %C", &spec, err, sizeof(err)), 0);
     struct fmt_sinfo_opts o = {.header = false};
     struct cap c;
     fmt_sinfo(cap_open(&c), &spec, pp, 1, ptrs, NN, &o, &ctx);
     ck_assert_str_eq(cap_text(&c), "all 2000 idle n[1-1000,2001-3000] 0/4000/0/4000\n"
                                    "all 1000 alloc n[1001-2000] 0/2000/0/2000\n");
     free(c.buf);
-    fmt_spec_free(&spec);
+    table_spec_free(&spec);
 
-    char *hl = fmt_hostlist(listed, NN);
+    char *hl = hostlist_compress(listed, NN);
     ck_assert_str_eq(hl, "n[1-3000]");
     free(hl);
 }
@@ -1001,7 +1015,7 @@ END_TEST
 
 /* ---- scontrol update / create -------------------------------------------------------- */
 
-static int update(struct fmt_node_update *u, int argc, ...)
+static int update(struct scontrol_args_update *u, int argc, ...)
 {
     char *argv[16];
     va_list ap;
@@ -1010,24 +1024,24 @@ static int update(struct fmt_node_update *u, int argc, ...)
         argv[i] = va_arg(ap, char *);
     va_end(ap);
     err[0] = '\0';
-    return fmt_node_update_parse(argc, argv, u, err, sizeof(err));
+    return scontrol_args_update_parse(argc, argv, u, err, sizeof(err));
 }
 
 START_TEST(test_node_update)
 {
-    struct fmt_node_update u;
+    struct scontrol_args_update u;
     ck_assert_int_eq(update(&u, 3, "NodeName=n[1-2]", "State=DRAIN", "Reason=disk failing"), 0);
     ck_assert_str_eq(u.nodes, "n[1-2]");
     ck_assert_str_eq(u.state, "drain");
     ck_assert_str_eq(u.reason, "disk failing");
-    fmt_node_update_free(&u);
+    scontrol_args_update_free(&u);
     ck_assert_int_eq(update(&u, 2, "nodename=n1", "state=resume"), 0);
     ck_assert_str_eq(u.state, "resume");
     ck_assert_ptr_null(u.reason);
-    fmt_node_update_free(&u);
+    scontrol_args_update_free(&u);
     ck_assert_int_eq(update(&u, 3, "STATE=Idle", "REASON=", "NODENAME=x"), 0);
     ck_assert_str_eq(u.state, "idle");
-    fmt_node_update_free(&u);
+    scontrol_args_update_free(&u);
 
     ck_assert_int_eq(update(&u, 2, "NodeName=n1", "State=DRAIN"), -1);
     ck_assert_str_eq(err, "You must specify a reason when DOWNING or DRAINING a node. "
@@ -1051,7 +1065,7 @@ START_TEST(test_node_update)
 }
 END_TEST
 
-static int create(struct fmt_node_create *n, int argc, ...)
+static int create(struct scontrol_args_create *n, int argc, ...)
 {
     char *argv[16];
     va_list ap;
@@ -1060,12 +1074,12 @@ static int create(struct fmt_node_create *n, int argc, ...)
         argv[i] = va_arg(ap, char *);
     va_end(ap);
     err[0] = '\0';
-    return fmt_node_create_parse(argc, argv, n, err, sizeof(err));
+    return scontrol_args_create_parse(argc, argv, n, err, sizeof(err));
 }
 
 START_TEST(test_node_create)
 {
-    struct fmt_node_create n;
+    struct scontrol_args_create n;
     ck_assert_int_eq(create(&n, 6, "node", "NodeName=c1", "CPUs=8", "RealMemory=16G",
                             "Features=gpu,ib", "NodeAddr=c1.example:6818"),
                      0);
@@ -1075,14 +1089,14 @@ START_TEST(test_node_create)
     ck_assert_uint_eq(n.nfeatures, 2);
     ck_assert_str_eq(n.features[1], "ib");
     ck_assert_str_eq(n.address, "c1.example:6818");
-    fmt_node_create_free(&n);
+    scontrol_args_create_free(&n);
     /* Slurm's own spelling, without "node". */
     ck_assert_int_eq(create(&n, 3, "nodename=c2", "cpus=1", "realmemory=1000"), 0);
     ck_assert_str_eq(n.address, "");
     ck_assert_uint_eq(n.nfeatures, 0);
     ck_assert_ptr_null(n.features[0]);
     ck_assert_uint_eq(n.mem_mb, 1000);
-    fmt_node_create_free(&n);
+    scontrol_args_create_free(&n);
 
     ck_assert_int_eq(create(&n, 2, "NodeName=c1", "RealMemory=1"), -1);
     ck_assert_str_eq(err, "CPUs= is required");

@@ -1,0 +1,146 @@
+/*
+ * fmt_squeue.c - squeue's table; see fmt_squeue.h.
+ */
+#include "fmt_squeue.h"
+
+#include "buf.h"
+#include "hostlist.h"
+#include "job_filter.h"
+#include "names.h"
+#include "units.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define J(x) SPUR__API__JOB_STATE__JOB_##x
+
+static const char *str(const char *s)
+{
+    return s ? s : "";
+}
+
+static const struct table_def job_fields[] = {
+    {'i', "JOBID", false},       {'A', "JOBID", false},      {'j', "NAME", false},
+    {'u', "USER", false},        {'U', "UID", false},        {'t', "ST", false},
+    {'T', "STATE", false},       {'M', "TIME", false},       {'l', "TIME_LIMIT", false},
+    {'L', "TIME_LEFT", false},   {'D', "NODES", false},      {'R', "NODELIST(REASON)", false},
+    {'r', "REASON", false},      {'P', "PARTITION", false},  {'N', "NODELIST", false},
+    {'C', "CPUS", false},        {'c', "MIN_CPUS", false},   {'m', "MIN_MEMORY", false},
+    {'V', "SUBMIT_TIME", false}, {'S', "START_TIME", false}, {'e', "END_TIME", false},
+    {'Z', "WORK_DIR", false},    {'B', "EXEC_HOST", false},
+};
+
+int fmt_squeue_spec_parse(const char *format, struct table_spec *spec, char *err, size_t errlen)
+{
+    return table_spec_parse(format, job_fields, sizeof(job_fields) / sizeof(job_fields[0]), spec,
+                            err, errlen);
+}
+
+static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
+{
+    static const Spur__Api__JobSpec empty = SPUR__API__JOB_SPEC__INIT;
+    const Spur__Api__JobSpec *sp = j->spec ? j->spec : &empty;
+    char b[64];
+    switch (type) {
+    case 'i':
+    case 'A':
+        snprintf(b, sizeof(b), "%" PRIu64, j->id);
+        break;
+    case 'j':
+        return strdup(str(sp->name));
+    case 'u':
+        return strdup(str(sp->user));
+    case 'U':
+        snprintf(b, sizeof(b), "%u", sp->uid);
+        break;
+    case 't':
+        return strdup(names_job_state_code(j->state));
+    case 'T':
+        return strdup(names_job_state_name(j->state));
+    case 'M':
+        units_duration(b, sizeof(b), fmt_job_elapsed_s(j, ctx->now_ms));
+        break;
+    case 'l':
+        units_limit(b, sizeof(b), sp->time_limit_min, "UNLIMITED", false);
+        break;
+    case 'L':
+        if (sp->time_limit_min == 0) {
+            snprintf(b, sizeof(b), "UNLIMITED");
+        } else if (job_filter_state_active(j->state)) {
+            uint64_t lim = (uint64_t)sp->time_limit_min * 60;
+            uint64_t used = fmt_job_elapsed_s(j, ctx->now_ms);
+            units_duration(b, sizeof(b), used < lim ? lim - used : 0);
+        } else {
+            units_duration(b, sizeof(b), 0);
+        }
+        break;
+    case 'D':
+        snprintf(b, sizeof(b), "%u", fmt_job_node_count(j));
+        break;
+    case 'R': {
+        bool failed = j->state == J(FAILED) || j->state == J(NODE_FAIL);
+        if (j->state == J(PENDING) || (failed && j->reason && j->reason[0])) {
+            struct buf s;
+            buf_init(&s);
+            buf_puts(&s, "(");
+            buf_puts(&s, fmt_job_reason(j));
+            buf_puts(&s, ")");
+            return buf_take(&s);
+        }
+        return hostlist_compress(j->node_list, j->n_node_list);
+    }
+    case 'r':
+        return strdup(fmt_job_reason(j));
+    case 'P':
+        return strdup(str(sp->partition));
+    case 'N':
+        return hostlist_compress(j->node_list, j->n_node_list);
+    case 'C':
+        snprintf(b, sizeof(b), "%" PRIu64, fmt_job_cpus(j));
+        break;
+    case 'c':
+        snprintf(b, sizeof(b), "%u", fmt_or1(sp->cpus_per_task));
+        break;
+    case 'm':
+        units_mem(b, sizeof(b), sp->mem_mb);
+        break;
+    case 'V':
+        units_timestamp(b, sizeof(b), j->submit_time_ms, "N/A");
+        break;
+    case 'S':
+        units_timestamp(b, sizeof(b), j->start_time_ms, "N/A");
+        break;
+    case 'e':
+        units_timestamp(b, sizeof(b), j->end_time_ms, "N/A");
+        break;
+    case 'Z':
+        return strdup(str(sp->workdir));
+    case 'B':
+        return strdup(j->n_node_list > 0 ? str(j->node_list[0]) : "n/a");
+    default:
+        b[0] = '\0';
+        break;
+    }
+    return strdup(b);
+}
+
+void fmt_squeue(FILE *out, const struct table_spec *spec, fmt_job *const *jobs, size_t n,
+                bool header, const struct fmt_ctx *ctx)
+{
+    struct table t;
+    table_init(&t, spec);
+    if (header && table_add_header(&t, spec) != 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        char **row = table_add_row(&t);
+        if (row == NULL)
+            goto out;
+        for (size_t c = 0; c < spec->n; c++)
+            if (spec->fields[c].type != 0)
+                row[c] = job_cell(jobs[i], spec->fields[c].type, ctx);
+    }
+    table_print(out, spec, &t);
+out:
+    table_free(&t);
+}
