@@ -71,7 +71,7 @@ uint64_t node_now_ms(void)
 
 /* ---- status frames --------------------------------------------------------------- */
 
-static enum status_role status_role_of(uint8_t role)
+enum status_role node_status_role(uint8_t role)
 {
     switch (role) {
     case RAFT_FOLLOWER:
@@ -102,7 +102,7 @@ static void node_report_status(struct node *n, bool force)
     if (n->raft) {
         struct raft_status rs;
         raft_get_status(n->raft, &rs);
-        s.role = status_role_of(rs.role);
+        s.role = node_status_role(rs.role);
         s.term = rs.term;
         /* the leader it can serve through: none until caught up (readiness_check) */
         s.leader_id = n->caught_up && n->ready_leader == rs.leader ? rs.leader : 0;

@@ -24,6 +24,7 @@
 #include "cfg.h"
 #include "fsm.h"
 #include "raft.h"
+#include "status.h"
 #include "statusw.h"
 #include "storage.h"
 #include "transport.h"
@@ -187,6 +188,9 @@ void node_enable_status(struct node *n);
 int node_exit_code(const struct node *n);
 
 uint64_t node_now_ms(void);
+
+/* The status protocol's role (and so its name in common/names) for a core role. */
+enum status_role node_status_role(uint8_t raft_role);
 
 void node_free(struct node *n);
 

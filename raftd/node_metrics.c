@@ -26,16 +26,6 @@ static void counter(struct buf *b, const char *name, const char *help, double v)
     buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", name, help, name, name, v);
 }
 
-/* The roles in the order their series print, each as the core numbers it and by name. */
-static const struct {
-    int raft;
-    enum status_role role;
-} metric_roles[] = {
-    {RAFT_FOLLOWER, STATUS_ROLE_FOLLOWER},   {RAFT_PRECANDIDATE, STATUS_ROLE_PRECANDIDATE},
-    {RAFT_CANDIDATE, STATUS_ROLE_CANDIDATE}, {RAFT_LEADER, STATUS_ROLE_LEADER},
-    {RAFT_LEARNER, STATUS_ROLE_LEARNER},
-};
-
 static void render(const struct node_metrics *m, struct buf *b)
 {
     const struct node *n = m->node;
@@ -50,9 +40,9 @@ static void render(const struct node_metrics *m, struct buf *b)
     gauge(b, "spur_raft_term", "Current Raft term.", (double)rs.term);
     buf_printf(b, "# HELP spur_raft_role Raft role of this replica (1 for the current one).\n"
                   "# TYPE spur_raft_role gauge\n");
-    for (size_t r = 0; r < sizeof(metric_roles) / sizeof(metric_roles[0]); r++)
-        buf_printf(b, "spur_raft_role{role=\"%s\"} %d\n", names_role(metric_roles[r].role),
-                   n->raft && rs.role == metric_roles[r].raft ? 1 : 0);
+    for (int r = RAFT_FOLLOWER; r <= RAFT_LEARNER; r++) /* the core's order */
+        buf_printf(b, "spur_raft_role{role=\"%s\"} %d\n",
+                   names_role(node_status_role((uint8_t)r)), n->raft && rs.role == r ? 1 : 0);
     gauge(b, "spur_raft_leader_id", "Node id of the known leader; 0 when none.",
           (double)rs.leader);
     gauge(b, "spur_raft_commit_index", "Highest log index known committed.", (double)rs.commit);
