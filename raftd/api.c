@@ -32,6 +32,13 @@
 #define API_OUT_HIGH (16u << 20) /* stop reading a client this far behind */
 #define API_MAX_INFLIGHT 4096    /* calls in flight per connection */
 
+/*
+ * Ownership: the server owns its listener, its copy of the cluster name and the list of
+ * open connections (one reference each). A connection owns its bufferevent (the socket
+ * closes with it) while open, and is freed when its last reference goes: the server's, at
+ * close, and one per call in flight. A call owns the decoded request and the frame's
+ * malloc'd bytes (from frame_ev_take()) until api_reply().
+ */
 struct aconn {
     struct api_server *srv;
     struct bufferevent *bev; /* NULL once closed */

@@ -34,6 +34,13 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/*
+ * Ownership: the forwarder owns its sweep timer and its connections; the resolver is the
+ * transport's, borrowed. A connection owns its bufferevent (the socket closes with it), its
+ * resolver wait and its pending requests; a pending request owns nothing but its place
+ * (cb's arg is the caller's). Requests are packed into the output buffer at once, so the
+ * caller's request is not kept.
+ */
 struct fwd {
     struct fwd *next;
     uint64_t id;

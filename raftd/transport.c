@@ -46,6 +46,25 @@
 #define BACKOFF_MAX_MS 2000
 #define HANDSHAKE_TIMEOUT_S 5
 
+/*
+ * Ownership, from the top:
+ *   - struct transport owns its listener, its resolver (lent to the forwarder through
+ *     transport_resolver()), the copies of the cluster name and API address, every peer
+ *     on its peers list and every inbound connection on its inbound list. The event base
+ *     and the callbacks' arg are the caller's. opt is a copy whose strings point at
+ *     t->cluster_name and t->api_address; opt.listen is not kept.
+ *   - struct tpeer owns its outbound connection (out), the frames on both lanes of its
+ *     queue, its redial timer and its resolver wait. t is its owner, not a reference.
+ *   - struct tconn owns its bufferevent (and through it the socket, BEV_OPT_CLOSE_ON_FREE,
+ *     and both of its evbuffers). An outbound one belongs to its peer (peer->out); an
+ *     inbound one to the transport's inbound list, and its peer pointer, set after the
+ *     handshake, is borrowed.
+ *   - struct tframe owns its payload, from transport_encode() until it is copied into a
+ *     socket buffer (put_frame()) or dropped; the caller of transport_encode() owns the
+ *     frame until transport_send_frame() or transport_frame_free().
+ *   - A received frame is a malloc'd copy (frame_ev_take()) freed as soon as it is
+ *     decoded; a decoded message lives until the receive callback returns.
+ */
 struct tframe {
     struct tframe *next;
     raft_id to;
@@ -861,6 +880,9 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->opt = *o;
     t->cluster_name = strdup(o->cluster_name);
     t->api_address = strdup(o->api_address ? o->api_address : "");
+    t->opt.cluster_name = t->cluster_name;
+    t->opt.api_address = t->api_address;
+    t->opt.listen = NULL;
     t->cb = *cb;
     t->rng = o->seed | 1;
     struct resolver_options ro = {.seed = next_rand(t)};
