@@ -10,6 +10,7 @@
  */
 #include "frame.h"
 #include "raft_wire.h"
+#include "test_loop.h"
 #include "transport.h"
 
 #include <arpa/inet.h>
@@ -26,26 +27,6 @@
 #include <unistd.h>
 
 #define MAX_FRAME 65536
-
-/* A port on 127.0.0.1 that the kernel gave as free. */
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* What one transport's callbacks saw. */
 struct seen {
@@ -80,52 +61,10 @@ struct node {
     char addr[64];
 };
 
-static void tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
-
-struct loop {
-    struct event_base *base;
-    struct event *ticker; /* keeps EVLOOP_ONCE from sleeping longer than 10 ms */
-};
-
-static void loop_init(struct loop *l)
-{
-    l->base = event_base_new();
-    ck_assert_ptr_nonnull(l->base);
-    l->ticker = event_new(l->base, -1, EV_PERSIST, tick, NULL);
-    struct timeval tv = {0, 10000};
-    event_add(l->ticker, &tv);
-}
-
-static void loop_free(struct loop *l)
-{
-    event_free(l->ticker);
-    event_base_free(l->base);
-}
-
-/* Run the loop until *flag is true or ms pass; returns *flag. */
-static bool run_until(struct loop *l, const bool *flag, unsigned ms)
-{
-    uint64_t deadline = now_ms() + ms;
-    for (unsigned i = 0; i < 100000 && !*flag && now_ms() < deadline; i++)
-        event_base_loop(l->base, EVLOOP_ONCE);
-    return *flag;
-}
-
-static void run_for(struct loop *l, unsigned ms)
-{
-    bool never = false;
-    run_until(l, &never, ms);
-}
-
-static void node_start(struct loop *l, struct node *n, raft_id id, const char *cluster)
+static void node_start(struct test_loop *l, struct node *n, raft_id id, const char *cluster)
 {
     memset(n, 0, sizeof(*n));
-    snprintf(n->addr, sizeof(n->addr), "127.0.0.1:%u", free_port());
+    snprintf(n->addr, sizeof(n->addr), "127.0.0.1:%u", test_free_port());
     struct transport_options o = {
         .self = id,
         .cluster_name = cluster,
@@ -141,22 +80,22 @@ static void node_start(struct loop *l, struct node *n, raft_id id, const char *c
 }
 
 /* Connect a and b both ways and wait until each has the other up. */
-static void pair(struct loop *l, struct node *a, raft_id ida, struct node *b, raft_id idb)
+static void pair(struct test_loop *l, struct node *a, raft_id ida, struct node *b, raft_id idb)
 {
     ck_assert_int_eq(transport_set_peer(a->t, idb, b->addr), 0);
     ck_assert_int_eq(transport_set_peer(b->t, ida, a->addr), 0);
-    uint64_t deadline = now_ms() + 5000;
-    while (now_ms() < deadline &&
+    uint64_t deadline = test_now_ms() + 5000;
+    while (test_now_ms() < deadline &&
            !(transport_peer_connected(a->t, idb) && transport_peer_connected(b->t, ida)))
-        run_for(l, 10);
+        test_loop_run(l, 10);
     ck_assert(transport_peer_connected(a->t, idb));
     ck_assert(transport_peer_connected(b->t, ida));
 }
 
 START_TEST(test_handshake_accepted)
 {
-    struct loop l;
-    loop_init(&l);
+    struct test_loop l;
+    test_loop_init(&l);
     struct node a, b;
     node_start(&l, &a, 1, "spur");
     node_start(&l, &b, 2, "spur");
@@ -174,26 +113,26 @@ START_TEST(test_handshake_accepted)
     ck_assert(!transport_peer_connected(a.t, 3)); /* never named */
     transport_free(a.t);
     transport_free(b.t);
-    loop_free(&l);
+    test_loop_free(&l);
 }
 END_TEST
 
 START_TEST(test_other_cluster_refused)
 {
-    struct loop l;
-    loop_init(&l);
+    struct test_loop l;
+    test_loop_init(&l);
     struct node a, x;
     node_start(&l, &a, 1, "spur");
     node_start(&l, &x, 2, "elsewhere");
     ck_assert_int_eq(transport_set_peer(a.t, 2, x.addr), 0);
     ck_assert_int_eq(transport_set_peer(x.t, 1, a.addr), 0);
     struct transport_stats sa, sx;
-    uint64_t deadline = now_ms() + 5000;
+    uint64_t deadline = test_now_ms() + 5000;
     do {
-        run_for(&l, 20);
+        test_loop_run(&l, 20);
         transport_get_stats(a.t, &sa);
         transport_get_stats(x.t, &sx);
-    } while (now_ms() < deadline && (sa.refused < 2 || sx.refused < 2));
+    } while (test_now_ms() < deadline && (sa.refused < 2 || sx.refused < 2));
     /* Each refuses the other's inbound handshake and the answer to its own dial. */
     ck_assert_uint_ge(sa.refused, 2);
     ck_assert_uint_ge(sx.refused, 2);
@@ -204,25 +143,25 @@ START_TEST(test_other_cluster_refused)
     /* Nothing is sent to a peer that is not up: dropped and counted. */
     struct raft_msg m = {.type = RAFT_MSG_HEARTBEAT, .from = 1, .to = 2, .term = 3};
     transport_send(a.t, &m);
-    run_for(&l, 50);
+    test_loop_run(&l, 50);
     ck_assert_uint_eq(x.seen.messages, 0);
     transport_get_stats(a.t, &sa);
     ck_assert_uint_ge(sa.dropped, 1);
     transport_free(a.t);
     transport_free(x.t);
-    loop_free(&l);
+    test_loop_free(&l);
 }
 END_TEST
 
 START_TEST(test_message_arrives_and_bytes_count)
 {
-    struct loop l;
-    loop_init(&l);
+    struct test_loop l;
+    test_loop_init(&l);
     struct node a, b;
     node_start(&l, &a, 1, "spur");
     node_start(&l, &b, 2, "spur");
     pair(&l, &a, 1, &b, 2);
-    run_for(&l, 50); /* let the handshakes settle */
+    test_loop_run(&l, 50); /* let the handshakes settle */
 
     struct transport_stats a0, b0, a1, b1;
     transport_get_stats(a.t, &a0);
@@ -235,9 +174,7 @@ START_TEST(test_message_arrives_and_bytes_count)
     ck_assert_int_eq(raft_wire_encode(&m, "spur", 0, &enc, &enclen), RAFT_WIRE_OK);
     free(enc);
     transport_send(a.t, &m);
-    uint64_t deadline = now_ms() + 3000;
-    while (b.seen.messages == 0 && now_ms() < deadline)
-        run_for(&l, 10);
+    ck_assert(test_loop_until(&l, &b.seen.messages, 1, 3000));
     ck_assert_uint_eq(b.seen.messages, 1);
     ck_assert_uint_eq(b.seen.last.type, RAFT_MSG_HEARTBEAT);
     ck_assert_uint_eq(b.seen.last.from, 1);
@@ -258,9 +195,7 @@ START_TEST(test_message_arrives_and_bytes_count)
     struct tframe *f = transport_encode(a.t, &m);
     ck_assert_ptr_nonnull(f);
     transport_send_frame(a.t, f);
-    deadline = now_ms() + 3000;
-    while (b.seen.messages < 2 && now_ms() < deadline)
-        run_for(&l, 10);
+    ck_assert(test_loop_until(&l, &b.seen.messages, 2, 3000));
     ck_assert_uint_eq(b.seen.messages, 2);
     ck_assert_uint_eq(b.seen.last.term, 8);
     transport_get_stats(b.t, &b1);
@@ -268,52 +203,23 @@ START_TEST(test_message_arrives_and_bytes_count)
     ck_assert_uint_eq(b1.bad_frames, 0);
     transport_free(a.t);
     transport_free(b.t);
-    loop_free(&l);
+    test_loop_free(&l);
 }
 END_TEST
 
-/* A raw client on the listener: connect, then write bytes. */
-static int raw_connect(const char *addr)
-{
-    unsigned port = 0;
-    ck_assert_int_eq(sscanf(addr, "127.0.0.1:%u", &port), 1);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    ck_assert(rc == 0 || errno == EINPROGRESS);
-    return fd;
-}
-
-/* Drive the loop until the server closes fd (recv sees EOF or a reset). */
-static bool closed_by_server(struct loop *l, int fd, unsigned ms)
-{
-    uint64_t deadline = now_ms() + ms;
-    while (now_ms() < deadline) {
-        run_for(l, 10);
-        char b[256];
-        ssize_t r = recv(fd, b, sizeof(b), 0);
-        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
-            return true;
-    }
-    return false;
-}
-
 START_TEST(test_oversized_frame_closes)
 {
-    struct loop l;
-    loop_init(&l);
+    struct test_loop l;
+    test_loop_init(&l);
     struct node b;
     node_start(&l, &b, 2, "spur");
-    int fd = raw_connect(b.addr);
-    run_for(&l, 50); /* accepted */
+    int fd = test_connect(b.addr);
+    test_loop_run(&l, 50); /* accepted */
     /* The transport allows max_frame plus 64 KiB of envelope; one byte more is refused. */
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_put_header(hdr, MAX_FRAME + 65536 + 1);
     ck_assert_int_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    ck_assert(closed_by_server(&l, fd, 3000));
+    ck_assert(test_closed_by_peer(&l, fd, 3000));
     struct transport_stats st;
     transport_get_stats(b.t, &st);
     ck_assert_uint_eq(st.bad_frames, 1);
@@ -321,28 +227,28 @@ START_TEST(test_oversized_frame_closes)
     close(fd);
 
     /* An announcement at the limit is not refused: the connection waits for the rest. */
-    fd = raw_connect(b.addr);
-    run_for(&l, 50);
+    fd = test_connect(b.addr);
+    test_loop_run(&l, 50);
     frame_put_header(hdr, MAX_FRAME + 65536);
     ck_assert_int_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    ck_assert(!closed_by_server(&l, fd, 300));
+    ck_assert(!test_closed_by_peer(&l, fd, 300));
     transport_get_stats(b.t, &st);
     ck_assert_uint_eq(st.bad_frames, 1);
     close(fd);
 
     /* Garbage of a sane size: an undecodable handshake, refused and closed. */
-    fd = raw_connect(b.addr);
-    run_for(&l, 50);
+    fd = test_connect(b.addr);
+    test_loop_run(&l, 50);
     uint8_t junk[FRAME_HEADER_LEN + 5] = {0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff};
     ck_assert_int_eq(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
-    ck_assert(closed_by_server(&l, fd, 3000));
+    ck_assert(test_closed_by_peer(&l, fd, 3000));
     transport_get_stats(b.t, &st);
     ck_assert_uint_eq(st.bad_frames, 2);
     ck_assert_uint_eq(st.refused, 1);
     ck_assert_uint_eq(st.bytes_received, sizeof(junk));
     close(fd);
     transport_free(b.t);
-    loop_free(&l);
+    test_loop_free(&l);
 }
 END_TEST
 
