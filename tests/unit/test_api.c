@@ -58,6 +58,8 @@ struct server {
     struct api_server *s;
     struct disp d;
     char addr[64];
+    int fd;                /* a client connected to it, -1 once closed */
+    struct frame_reader r; /* the client's answers */
 };
 
 static void server_start(struct server *sv)
@@ -74,10 +76,15 @@ static void server_start(struct server *sv)
     char why[256] = "";
     sv->s = api_new(sv->l.base, &o, dispatch, &sv->d, why, sizeof(why));
     ck_assert_msg(sv->s != NULL, "api_new: %s", why);
+    sv->fd = test_connect(sv->addr);
+    frame_reader_init(&sv->r, 1 << 20);
 }
 
 static void server_stop(struct server *sv)
 {
+    if (sv->fd >= 0)
+        close(sv->fd);
+    frame_reader_free(&sv->r);
     api_free(sv->s);
     test_loop_free(&sv->l);
 }
@@ -102,11 +109,11 @@ static void send_request(int fd, const Spur__Api__Request *req, uint8_t *packed,
 }
 
 /* The next answer on fd, decoded (the caller frees it). */
-static Spur__Api__Response *next_answer(struct server *sv, int fd, struct frame_reader *r)
+static Spur__Api__Response *next_answer(struct server *sv)
 {
     const uint8_t *p = NULL;
     size_t len = 0;
-    ck_assert_int_eq(test_recv_frame(&sv->l, fd, r, &p, &len, 3000), 1);
+    ck_assert_int_eq(test_recv_frame(&sv->l, sv->fd, &sv->r, &p, &len, 3000), 1);
     Spur__Api__Response *resp = spur__api__response__unpack(NULL, len, p);
     ck_assert_ptr_nonnull(resp);
     return resp;
@@ -116,17 +123,14 @@ START_TEST(test_request_gets_reply)
 {
     struct server sv;
     server_start(&sv);
-    int fd = test_connect(sv.addr);
-    struct frame_reader r;
-    frame_reader_init(&r, 1 << 20);
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
     uint8_t packed[256];
     size_t n = 0;
     /* Two requests in a row, on one connection, each answered in turn. */
     for (uint64_t id = 41; id <= 42; id++) {
         Spur__Api__Request req = ping_request(&ping, "spur", id);
-        send_request(fd, &req, packed, &n);
-        Spur__Api__Response *resp = next_answer(&sv, fd, &r);
+        send_request(sv.fd, &req, packed, &n);
+        Spur__Api__Response *resp = next_answer(&sv);
         ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_OK);
         ck_assert_uint_eq(resp->request_id, id);
         ck_assert_uint_eq(resp->served_by, NODE_ID);
@@ -147,13 +151,11 @@ START_TEST(test_request_gets_reply)
     ck_assert_uint_eq(st.connections, 1);
     /* A Ping that names no cluster is answered too, and the answer names it. */
     Spur__Api__Request req = ping_request(&ping, "", 43);
-    send_request(fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv, fd, &r);
+    send_request(sv.fd, &req, packed, &n);
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_OK);
     ck_assert_str_eq(resp->cluster_name, "spur");
     spur__api__response__free_unpacked(resp, NULL);
-    frame_reader_free(&r);
-    close(fd);
     server_stop(&sv);
 }
 END_TEST
@@ -162,25 +164,20 @@ START_TEST(test_malformed_protobuf)
 {
     struct server sv;
     server_start(&sv);
-    int fd = test_connect(sv.addr);
-    struct frame_reader r;
-    frame_reader_init(&r, 1 << 20);
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-    test_send_frame(fd, junk, sizeof(junk));
-    Spur__Api__Response *resp = next_answer(&sv, fd, &r);
+    test_send_frame(sv.fd, junk, sizeof(junk));
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_INVALID);
     ck_assert_uint_eq(resp->request_id, 0);
     ck_assert_str_eq(resp->error, "undecodable request: not a spur.api.Request");
     spur__api__response__free_unpacked(resp, NULL);
-    ck_assert(test_closed_by_peer(&sv.l, fd, 3000));
+    ck_assert(test_closed_by_peer(&sv.l, sv.fd, 3000));
     ck_assert_uint_eq(sv.d.calls, 0);
     struct api_stats st;
     api_get_stats(sv.s, &st);
     ck_assert_uint_eq(st.bad_frames, 1);
     ck_assert_uint_eq(st.requests, 0);
     ck_assert_uint_eq(st.connections, 0);
-    frame_reader_free(&r);
-    close(fd);
     server_stop(&sv);
 }
 END_TEST
@@ -189,34 +186,29 @@ START_TEST(test_oversized_frame_refused)
 {
     struct server sv;
     server_start(&sv);
-    int fd = test_connect(sv.addr);
-    struct frame_reader r;
-    frame_reader_init(&r, 1 << 20);
     /* The header alone, announcing one byte over the limit: no payload ever follows. */
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_put_header(hdr, MAX_FRAME + 1);
-    ck_assert_int_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    Spur__Api__Response *resp = next_answer(&sv, fd, &r);
+    ck_assert_int_eq(send(sv.fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_TOO_LARGE);
     ck_assert_uint_eq(resp->request_id, 0);
     ck_assert_str_eq(resp->error, "frame of 65537 bytes is over the 65536-byte limit");
     spur__api__response__free_unpacked(resp, NULL);
-    ck_assert(test_closed_by_peer(&sv.l, fd, 3000));
+    ck_assert(test_closed_by_peer(&sv.l, sv.fd, 3000));
     struct api_stats st;
     api_get_stats(sv.s, &st);
     ck_assert_uint_eq(st.bad_frames, 1);
     ck_assert_uint_eq(sv.d.calls, 0);
-    frame_reader_free(&r);
-    close(fd);
+    close(sv.fd);
 
     /* At the limit the server waits for the payload instead. */
-    fd = test_connect(sv.addr);
+    sv.fd = test_connect(sv.addr);
     frame_put_header(hdr, MAX_FRAME);
-    ck_assert_int_eq(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    ck_assert(!test_closed_by_peer(&sv.l, fd, 300));
+    ck_assert_int_eq(send(sv.fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
+    ck_assert(!test_closed_by_peer(&sv.l, sv.fd, 300));
     api_get_stats(sv.s, &st);
     ck_assert_uint_eq(st.bad_frames, 1);
-    close(fd);
     server_stop(&sv);
 }
 END_TEST
@@ -225,15 +217,12 @@ START_TEST(test_refused_envelope)
 {
     struct server sv;
     server_start(&sv);
-    int fd = test_connect(sv.addr);
-    struct frame_reader r;
-    frame_reader_init(&r, 1 << 20);
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
     uint8_t packed[256];
     size_t n = 0;
     Spur__Api__Request req = ping_request(&ping, "elsewhere", 7);
-    send_request(fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv, fd, &r);
+    send_request(sv.fd, &req, packed, &n);
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_REFUSED);
     ck_assert_uint_eq(resp->request_id, 7);
     ck_assert_str_eq(resp->error, "refused: request for cluster \"elsewhere\", this is \"spur\"");
@@ -244,8 +233,8 @@ START_TEST(test_refused_envelope)
     req = ping_request(&ping, "", 8);
     req.op_case = SPUR__API__REQUEST__OP_RAFT_STATUS;
     req.raft_status = &rs;
-    send_request(fd, &req, packed, &n);
-    resp = next_answer(&sv, fd, &r);
+    send_request(sv.fd, &req, packed, &n);
+    resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_REFUSED);
     ck_assert_uint_eq(resp->request_id, 8);
     ck_assert_ptr_nonnull(strstr(resp->error, "request names no cluster"));
@@ -253,8 +242,8 @@ START_TEST(test_refused_envelope)
 
     /* The connection stays open: a good request on it is still served. */
     req = ping_request(&ping, "spur", 9);
-    send_request(fd, &req, packed, &n);
-    resp = next_answer(&sv, fd, &r);
+    send_request(sv.fd, &req, packed, &n);
+    resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_OK);
     ck_assert_uint_eq(resp->request_id, 9);
     spur__api__response__free_unpacked(resp, NULL);
@@ -262,8 +251,6 @@ START_TEST(test_refused_envelope)
     struct api_stats st;
     api_get_stats(sv.s, &st);
     ck_assert_uint_eq(st.refused, 2);
-    frame_reader_free(&r);
-    close(fd);
     server_stop(&sv);
 }
 END_TEST
@@ -272,9 +259,6 @@ START_TEST(test_script_rule_before_dispatch)
 {
     struct server sv;
     server_start(&sv);
-    int fd = test_connect(sv.addr);
-    struct frame_reader r;
-    frame_reader_init(&r, 1 << 20);
     Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
     spec.script.data = (uint8_t *)"echo no interpreter line\n";
     spec.script.len = strlen((const char *)spec.script.data);
@@ -288,15 +272,13 @@ START_TEST(test_script_rule_before_dispatch)
     ck_assert_int_ne(api_check_request(&req, want, sizeof(want)), 0);
     uint8_t packed[256];
     size_t n = 0;
-    send_request(fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv, fd, &r);
+    send_request(sv.fd, &req, packed, &n);
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_INVALID);
     ck_assert_uint_eq(resp->request_id, 11);
     ck_assert_str_eq(resp->error, want);
     spur__api__response__free_unpacked(resp, NULL);
     ck_assert_uint_eq(sv.d.calls, 0);
-    frame_reader_free(&r);
-    close(fd);
     server_stop(&sv);
 }
 END_TEST
@@ -306,16 +288,16 @@ START_TEST(test_client_gone_abandons_call)
     struct server sv;
     server_start(&sv);
     sv.d.hold = true;
-    int fd = test_connect(sv.addr);
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
     Spur__Api__Request req = ping_request(&ping, "spur", 21);
     uint8_t packed[256];
     size_t n = 0;
-    send_request(fd, &req, packed, &n);
+    send_request(sv.fd, &req, packed, &n);
     ck_assert(test_loop_until(&sv.l, &sv.d.calls, 1, 3000));
     ck_assert_ptr_nonnull(sv.d.held);
     ck_assert(!api_call_abandoned(sv.d.held));
-    close(fd);
+    close(sv.fd);
+    sv.fd = -1;
     /* The server notices the close; the call outlives the connection. */
     struct api_stats st;
     uint64_t deadline = test_now_ms() + 3000;

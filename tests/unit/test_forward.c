@@ -61,11 +61,14 @@ struct fixture {
     struct resolver *res;
     struct forwarder *f;
     char resolv[64]; /* a resolv.conf of the test's own, naming a server never asked */
+    int lfd;         /* a leader the test plays by hand (forward_to_raw()), or -1 */
+    char addr[64];   /* its address */
 };
 
 static void fixture_start(struct fixture *fx)
 {
     memset(fx, 0, sizeof(*fx));
+    fx->lfd = -1;
     test_loop_init(&fx->l);
     /* Addresses here are IP literals: the resolver answers them without a lookup. */
     snprintf(fx->resolv, sizeof(fx->resolv), "/tmp/test_forward.XXXXXX");
@@ -88,6 +91,8 @@ static void fixture_stop(struct fixture *fx)
     resolver_free(fx->res);
     test_loop_free(&fx->l);
     unlink(fx->resolv);
+    if (fx->lfd >= 0)
+        close(fx->lfd);
 }
 
 static Spur__Api__Request request(Spur__Api__Ping *ping)
@@ -130,6 +135,19 @@ static int raw_accept(struct test_loop *l, int lfd)
     }
     ck_abort_msg("no connection to accept");
     return -1;
+}
+
+/*
+ * Forward a request to a leader the test plays on a raw socket; returns the accepted
+ * connection. The outcome goes to o.
+ */
+static int forward_to_raw(struct fixture *fx, struct outcome *o, uint32_t timeout_ms)
+{
+    fx->lfd = raw_listen(fx->addr, sizeof(fx->addr));
+    Spur__Api__Ping ping = SPUR__API__PING__INIT;
+    Spur__Api__Request req = request(&ping);
+    ck_assert_int_eq(forwarder_send(fx->f, fx->addr, &req, timeout_ms, on_done, o), 0);
+    return raw_accept(&fx->l, fx->lfd);
 }
 
 START_TEST(test_answer_comes_back)
@@ -182,13 +200,9 @@ START_TEST(test_server_closes)
 {
     struct fixture fx;
     fixture_start(&fx);
-    char addr[64];
-    int lfd = raw_listen(addr, sizeof(addr));
-    Spur__Api__Ping ping = SPUR__API__PING__INIT;
-    Spur__Api__Request req = request(&ping);
     struct outcome o = {0};
-    ck_assert_int_eq(forwarder_send(fx.f, addr, &req, 5000, on_done, &o), 0);
-    int cfd = raw_accept(&fx.l, lfd);
+    int cfd = forward_to_raw(&fx, &o, 5000);
+    const char *addr = fx.addr;
     /* The request arrives whole, as a frame of a decodable Request. */
     struct frame_reader r;
     frame_reader_init(&r, MAX_FRAME);
@@ -208,7 +222,6 @@ START_TEST(test_server_closes)
     ck_assert_str_eq(o.error, want);
     test_loop_run(&fx.l, 50);
     ck_assert_uint_eq(o.calls, 1);
-    close(lfd);
     fixture_stop(&fx);
 }
 END_TEST
@@ -236,14 +249,10 @@ START_TEST(test_timeout)
 {
     struct fixture fx;
     fixture_start(&fx);
-    char addr[64];
-    int lfd = raw_listen(addr, sizeof(addr));
-    Spur__Api__Ping ping = SPUR__API__PING__INIT;
-    Spur__Api__Request req = request(&ping);
     struct outcome o = {0};
     uint64_t t0 = test_now_ms();
-    ck_assert_int_eq(forwarder_send(fx.f, addr, &req, 200, on_done, &o), 0);
-    int cfd = raw_accept(&fx.l, lfd); /* accepted, never answered */
+    int cfd = forward_to_raw(&fx, &o, 200); /* accepted, never answered */
+    const char *addr = fx.addr;
     ck_assert(test_loop_until(&fx.l, &o.calls, 1, 3000));
     uint64_t took = test_now_ms() - t0;
     ck_assert_uint_ge(took, 200);
@@ -253,7 +262,6 @@ START_TEST(test_timeout)
     snprintf(want, sizeof(want), "the leader at %s did not answer in time", addr);
     ck_assert_str_eq(o.error, want);
     close(cfd);
-    close(lfd);
     fixture_stop(&fx);
 }
 END_TEST
@@ -262,13 +270,9 @@ START_TEST(test_oversized_answer)
 {
     struct fixture fx;
     fixture_start(&fx);
-    char addr[64];
-    int lfd = raw_listen(addr, sizeof(addr));
-    Spur__Api__Ping ping = SPUR__API__PING__INIT;
-    Spur__Api__Request req = request(&ping);
     struct outcome o = {0};
-    ck_assert_int_eq(forwarder_send(fx.f, addr, &req, 5000, on_done, &o), 0);
-    int cfd = raw_accept(&fx.l, lfd);
+    int cfd = forward_to_raw(&fx, &o, 5000);
+    const char *addr = fx.addr;
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_put_header(hdr, MAX_FRAME + 1); /* the header alone: refused from it */
     ck_assert_int_eq(send(cfd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
@@ -278,7 +282,6 @@ START_TEST(test_oversized_answer)
              "forwarding to the leader at %s failed: answer over the frame limit", addr);
     ck_assert_str_eq(o.error, want);
     close(cfd);
-    close(lfd);
     fixture_stop(&fx);
 }
 END_TEST
@@ -287,13 +290,9 @@ START_TEST(test_free_fails_pending)
 {
     struct fixture fx;
     fixture_start(&fx);
-    char addr[64];
-    int lfd = raw_listen(addr, sizeof(addr));
-    Spur__Api__Ping ping = SPUR__API__PING__INIT;
-    Spur__Api__Request req = request(&ping);
     struct outcome o = {0};
-    ck_assert_int_eq(forwarder_send(fx.f, addr, &req, 5000, on_done, &o), 0);
-    int cfd = raw_accept(&fx.l, lfd);
+    int cfd = forward_to_raw(&fx, &o, 5000);
+    const char *addr = fx.addr;
     forwarder_free(fx.f);
     fx.f = NULL;
     ck_assert_uint_eq(o.calls, 1);
@@ -303,11 +302,12 @@ START_TEST(test_free_fails_pending)
     /* Not a request address: refused at once, no callback. */
     fx.f = forwarder_new(fx.l.base, MAX_FRAME, fx.res);
     struct outcome none = {0};
+    Spur__Api__Ping ping = SPUR__API__PING__INIT;
+    Spur__Api__Request req = request(&ping);
     ck_assert_int_eq(forwarder_send(fx.f, "not an address", &req, 100, on_done, &none), -1);
     test_loop_run(&fx.l, 50);
     ck_assert_uint_eq(none.calls, 0);
     close(cfd);
-    close(lfd);
     fixture_stop(&fx);
 }
 END_TEST

@@ -92,14 +92,20 @@ static void pair(struct test_loop *l, struct node *a, raft_id ida, struct node *
     ck_assert(transport_peer_connected(b->t, ida));
 }
 
+/* Two replicas of "spur", ids 1 and 2, connected both ways. */
+static void start_pair(struct test_loop *l, struct node *a, struct node *b)
+{
+    test_loop_init(l);
+    node_start(l, a, 1, "spur");
+    node_start(l, b, 2, "spur");
+    pair(l, a, 1, b, 2);
+}
+
 START_TEST(test_handshake_accepted)
 {
     struct test_loop l;
-    test_loop_init(&l);
     struct node a, b;
-    node_start(&l, &a, 1, "spur");
-    node_start(&l, &b, 2, "spur");
-    pair(&l, &a, 1, &b, 2);
+    start_pair(&l, &a, &b);
     /* Each saw the other come up (on both connections) and learned its API address. */
     ck_assert_uint_ge(a.seen.up, 1);
     ck_assert_uint_eq(a.seen.last_up, 2);
@@ -156,11 +162,8 @@ END_TEST
 START_TEST(test_message_arrives_and_bytes_count)
 {
     struct test_loop l;
-    test_loop_init(&l);
     struct node a, b;
-    node_start(&l, &a, 1, "spur");
-    node_start(&l, &b, 2, "spur");
-    pair(&l, &a, 1, &b, 2);
+    start_pair(&l, &a, &b);
     test_loop_run(&l, 50); /* let the handshakes settle */
 
     struct transport_stats a0, b0, a1, b1;
