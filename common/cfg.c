@@ -18,11 +18,12 @@
  */
 #include "cfg.h"
 
+#include "buf.h"
 #include "log.h"
+#include "netaddr.h"
 #include "spur_build.h"
 #include "ytree.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -42,12 +43,12 @@ struct key {
     size_t cnt_off; /* K_STRLIST: offset of the size_t element count */
 };
 
-static int check_hostport(const char *v, char *why, size_t whylen);
-static int check_bind(const char *v, char *why, size_t whylen);
 static int check_cluster_name(const char *v, char *why, size_t whylen);
 static int check_abs_path(const char *v, char *why, size_t whylen);
 static int check_log_level(const char *v, char *why, size_t whylen);
 static int check_nonempty(const char *v, char *why, size_t whylen);
+
+#define CFG_READ_CHUNK 4096 /* cfg_load_host() reads the file in pieces of at least this */
 
 #define OFF(field) offsetof(struct cfg, field)
 #define POFF(field) offsetof(struct cfg_partition, field)
@@ -55,12 +56,12 @@ static int check_nonempty(const char *v, char *why, size_t whylen);
 static const struct key top_keys[] = {
     {"cluster_name", K_STR, OFF(cluster_name), 0, 0, check_cluster_name},
     {"controller", K_MAP, 0, 0, 0, NULL},
-    {"controller.listen", K_STR, OFF(controller.listen), 0, 0, check_hostport},
+    {"controller.listen", K_STR, OFF(controller.listen), 0, 0, netaddr_check_hostport},
     {"controller.state_dir", K_STR, OFF(controller.state_dir), 0, 0, check_abs_path},
     {"controller.node_id", K_U32, OFF(controller.node_id), 0, CFG_MAX_PEERS, NULL},
-    {"controller.peers", K_STRLIST, OFF(controller.peers), 1, CFG_MAX_PEERS, check_hostport,
-     OFF(controller.npeers)},
-    {"controller.hosts", K_STRLIST, OFF(controller.hosts), 1, 16, check_hostport,
+    {"controller.peers", K_STRLIST, OFF(controller.peers), 1, CFG_MAX_PEERS,
+     netaddr_check_hostport, OFF(controller.npeers)},
+    {"controller.hosts", K_STRLIST, OFF(controller.hosts), 1, 16, netaddr_check_hostport,
      OFF(controller.nhosts)},
     {"controller.finished_job_retention_s", K_U32, OFF(controller.finished_job_retention_s), 0,
      365u * 86400u, NULL},
@@ -68,7 +69,7 @@ static const struct key top_keys[] = {
      NULL},
     {"controller.max_script_bytes", K_U32, OFF(controller.max_script_bytes), 1, 4u << 20, NULL},
     {"raft", K_MAP, 0, 0, 0, NULL},
-    {"raft.listen", K_STR, OFF(raft.listen), 0, 0, check_hostport},
+    {"raft.listen", K_STR, OFF(raft.listen), 0, 0, netaddr_check_hostport},
     {"raft.heartbeat_ms", K_U32, OFF(raft.heartbeat_ms), 10, 10000, NULL},
     {"raft.election_timeout_ms", K_U32, OFF(raft.election_timeout_ms), 50, 60000, NULL},
     {"raft.snapshot_entries", K_U32, OFF(raft.snapshot_entries), 100, 100000000, NULL},
@@ -77,14 +78,14 @@ static const struct key top_keys[] = {
     {"raft.fsync", K_BOOL, OFF(raft.fsync), 0, 0, NULL},
     {"health", K_MAP, 0, 0, 0, NULL},
     {"health.enabled", K_BOOL, OFF(health.enabled), 0, 0, NULL},
-    {"health.bind", K_STR, OFF(health.bind), 0, 0, check_bind},
-    {"health.port", K_U32, OFF(health.port), 1, 65535, NULL},
+    {"health.bind", K_STR, OFF(health.bind), 0, 0, netaddr_check_bind},
+    {"health.port", K_U32, OFF(health.port), NETADDR_PORT_MIN, NETADDR_PORT_MAX, NULL},
     {"health.max_connections", K_U32, OFF(health.max_connections), 8, 65536, NULL},
     {"health.idle_timeout_ms", K_U32, OFF(health.idle_timeout_ms), 100, 3600000, NULL},
     {"metrics", K_MAP, 0, 0, 0, NULL},
     {"metrics.enabled", K_BOOL, OFF(metrics.enabled), 0, 0, NULL},
-    {"metrics.bind", K_STR, OFF(metrics.bind), 0, 0, check_bind},
-    {"metrics.port", K_U32, OFF(metrics.port), 1, 65535, NULL},
+    {"metrics.bind", K_STR, OFF(metrics.bind), 0, 0, netaddr_check_bind},
+    {"metrics.port", K_U32, OFF(metrics.port), NETADDR_PORT_MIN, NETADDR_PORT_MAX, NULL},
     {"supervisor", K_MAP, 0, 0, 0, NULL},
     {"supervisor.heartbeat_ms", K_U32, OFF(supervisor.heartbeat_ms), 10, 60000, NULL},
     {"supervisor.stall_timeout_ms", K_U32, OFF(supervisor.stall_timeout_ms), 50, 3600000, NULL},
@@ -243,92 +244,6 @@ int cfg_defaults(struct cfg *c)
 
 /* ---- value checks ------------------------------------------------------------------- */
 
-int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port)
-{
-    const char *colon;
-    size_t hlen;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (rb == NULL || rb[1] != ':')
-            return -1;
-        hlen = (size_t)(rb - s - 1);
-        if (hlen == 0 || hlen >= hostlen)
-            return -1;
-        memcpy(host, s + 1, hlen);
-        host[hlen] = '\0';
-        colon = rb + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL || strchr(s, ':') != colon)
-            return -1; /* no port, or a bare IPv6 address without brackets */
-        hlen = (size_t)(colon - s);
-        if (hlen == 0 || hlen >= hostlen)
-            return -1;
-        memcpy(host, s, hlen);
-        host[hlen] = '\0';
-        for (size_t i = 0; i < hlen; i++) {
-            unsigned char ch = (unsigned char)host[i];
-            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
-                return -1;
-        }
-    }
-    const char *p = colon + 1;
-    if (*p == '\0' || strlen(p) > 5)
-        return -1;
-    unsigned long v = 0;
-    for (; *p; p++) {
-        if (!isdigit((unsigned char)*p))
-            return -1;
-        v = v * 10 + (unsigned long)(*p - '0');
-    }
-    if (v == 0 || v > 65535)
-        return -1;
-    *port = (uint16_t)v;
-    return 0;
-}
-
-int cfg_bind_address(const char *bind, char *addr, size_t addrlen)
-{
-    unsigned char buf[sizeof(struct in6_addr)];
-    if (strcmp(bind, "all") == 0) {
-        snprintf(addr, addrlen, "::");
-        return 0;
-    }
-    if (strcmp(bind, "loopback") == 0) {
-        snprintf(addr, addrlen, "127.0.0.1");
-        return 0;
-    }
-    if (inet_pton(AF_INET, bind, buf) == 1 || inet_pton(AF_INET6, bind, buf) == 1) {
-        snprintf(addr, addrlen, "%s", bind);
-        return 0;
-    }
-    return -1;
-}
-
-static int check_hostport(const char *v, char *why, size_t whylen)
-{
-    char host[256];
-    uint16_t port;
-    if (cfg_split_hostport(v, host, sizeof(host), &port) != 0) {
-        snprintf(why, whylen, "\"%s\" is not HOST:PORT (IPv6 as [ADDR]:PORT, port 1-65535)", v);
-        return -1;
-    }
-    return 0;
-}
-
-static int check_bind(const char *v, char *why, size_t whylen)
-{
-    char addr[64];
-    if (cfg_bind_address(v, addr, sizeof(addr)) != 0) {
-        snprintf(why, whylen, "\"%s\" is not all, loopback or an IP address", v);
-        return -1;
-    }
-    return 0;
-}
-
 static int check_cluster_name(const char *v, char *why, size_t whylen)
 {
     size_t n = strlen(v);
@@ -433,18 +348,28 @@ void cfg_log_errors(const char *comp, const struct cfg_error *err)
               err->count, err->more ? "+" : "", log_quote(q, sizeof(q), err->msg));
 }
 
+static void add_errorv(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                       const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+/* add_error() with the reason formatted: what fail(), rule_error() and file_error() share. */
+static void add_errorv(struct cfg_error *err, const char *name, unsigned line, const char *key,
+                       const char *fmt, va_list ap)
+{
+    char why[400];
+    vsnprintf(why, sizeof(why), fmt, ap);
+    add_error(err, name, line, key, why);
+}
+
 static void add_errorf(struct cfg_error *err, const char *name, unsigned line, const char *key,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static void add_errorf(struct cfg_error *err, const char *name, unsigned line, const char *key,
                        const char *fmt, ...)
 {
-    char why[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    add_errorv(err, name, line, key, fmt, ap);
     va_end(ap);
-    add_error(err, name, line, key, why);
 }
 
 /* ---- the walk ----------------------------------------------------------------------- */
@@ -467,12 +392,10 @@ static int fail(struct loader *L, unsigned line, const char *key, const char *fm
 
 static int fail(struct loader *L, unsigned line, const char *key, const char *fmt, ...)
 {
-    char why[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    add_errorv(L->err, L->name, line, key, fmt, ap);
     va_end(ap);
-    add_error(L->err, L->name, line, key, why);
     return -1;
 }
 
@@ -517,17 +440,36 @@ static const char *node_kind(const struct ynode *n)
     return "nothing";
 }
 
+/*
+ * v as the string value of key (a K_STR key or one entry of a K_STRLIST): a scalar, not
+ * null, without a NUL byte, that check (when not NULL) accepts. NULL, recorded, if not.
+ */
+static const char *string_value(struct loader *L, const struct ynode *v, const char *key,
+                                str_check_fn check)
+{
+    char why[256];
+    if (v->type != YNODE_SCALAR || is_null_scalar(v)) {
+        fail(L, line_of(v), key, "expected a string, got %s", node_kind(v));
+        return NULL;
+    }
+    if (strlen(scalar(v)) != v->len) {
+        fail(L, line_of(v), key, "string holds a NUL byte");
+        return NULL;
+    }
+    if (check != NULL && check(scalar(v), why, sizeof(why)) != 0) {
+        fail(L, line_of(v), key, "%s", why);
+        return NULL;
+    }
+    return scalar(v);
+}
+
 static int parse_string(struct loader *L, const struct ynode *v, const char *key,
                         str_check_fn check, char **dst)
 {
-    char why[256];
-    if (v->type != YNODE_SCALAR || is_null_scalar(v))
-        return fail(L, line_of(v), key, "expected a string, got %s", node_kind(v));
-    if (strlen(scalar(v)) != v->len)
-        return fail(L, line_of(v), key, "string holds a NUL byte");
-    if (check != NULL && check(scalar(v), why, sizeof(why)) != 0)
-        return fail(L, line_of(v), key, "%s", why);
-    char *s = strdup(scalar(v));
+    const char *sv = string_value(L, v, key, check);
+    if (sv == NULL)
+        return -1;
+    char *s = strdup(sv);
     if (s == NULL)
         return fail(L, line_of(v), key, "out of memory");
     free(*dst);
@@ -583,7 +525,6 @@ static int parse_u32(struct loader *L, const struct ynode *v, const char *key, u
 static int parse_strlist(struct loader *L, const struct ynode *v, const struct key *k,
                          char ***dst, size_t *dstn, unsigned *lines)
 {
-    char why[256];
     char sub[128];
     if (v->type != YNODE_SEQUENCE)
         return fail(L, line_of(v), k->path, "expected a list of strings, got %s", node_kind(v));
@@ -600,25 +541,18 @@ static int parse_strlist(struct loader *L, const struct ynode *v, const struct k
         snprintf(sub, sizeof(sub), "%s[%zu]", k->path, i);
         if (lines != NULL)
             lines[i] = line_of(it);
-        if (it->type != YNODE_SCALAR || is_null_scalar(it)) {
-            rc = fail(L, line_of(it), sub, "expected a string, got %s", node_kind(it));
-            continue;
-        }
-        if (strlen(scalar(it)) != it->len) {
-            rc = fail(L, line_of(it), sub, "string holds a NUL byte");
-            continue;
-        }
-        if (k->check && k->check(scalar(it), why, sizeof(why)) != 0) {
-            rc = fail(L, line_of(it), sub, "%s", why);
+        const char *sv = string_value(L, it, sub, k->check);
+        if (sv == NULL) {
+            rc = -1;
             continue;
         }
         for (size_t j = 0; j < i; j++) {
-            if (list[j] != NULL && strcmp(list[j], scalar(it)) == 0) {
-                rc = fail(L, line_of(it), sub, "\"%s\" is listed twice", scalar(it));
+            if (list[j] != NULL && strcmp(list[j], sv) == 0) {
+                rc = fail(L, line_of(it), sub, "\"%s\" is listed twice", sv);
                 break;
             }
         }
-        list[i] = strdup(scalar(it));
+        list[i] = strdup(sv);
         if (list[i] == NULL)
             rc = fail(L, line_of(it), sub, "out of memory");
     }
@@ -833,12 +767,10 @@ static void rule_error(const struct rules *R, unsigned line, const char *key, co
 static void rule_error(const struct rules *R, unsigned line, const char *key, const char *fmt,
                        ...)
 {
-    char why[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    add_errorv(R->err, R->name, line, key, fmt, ap);
     va_end(ap);
-    add_error(R->err, R->name, line, key, why);
 }
 
 /*
@@ -851,86 +783,34 @@ static bool report_at_first(const struct rules *R, const char *a, const char *b)
     return is_set(R, a) || !is_set(R, b);
 }
 
+/*
+ * A rule between keys a and b, whose values va and vb break it when broken is true:
+ * reported at a as "VA <at_a> b (VB)", or at b as "VB <at_b> a (VA)" (report_at_first()),
+ * and not at all when either value was refused already.
+ */
+static void rule_pair(const struct rules *R, const char *a, uint32_t va, const char *b,
+                      uint32_t vb, bool broken, const char *at_a, const char *at_b)
+{
+    if (!broken || refused(R, a) || refused(R, b))
+        return;
+    if (report_at_first(R, a, b))
+        rule_error(R, line_at(R, a), a, "%u %s %s (%u)", va, at_a, b, vb);
+    else
+        rule_error(R, line_at(R, b), b, "%u %s %s (%u)", vb, at_b, a, va);
+}
+
 static void rules_timing(const struct rules *R)
 {
     const struct cfg *c = R->c;
-    if (!refused(R, "supervisor.stall_timeout_ms") && !refused(R, "supervisor.heartbeat_ms") &&
-        c->supervisor.stall_timeout_ms <= c->supervisor.heartbeat_ms) {
-        if (report_at_first(R, "supervisor.stall_timeout_ms", "supervisor.heartbeat_ms"))
-            rule_error(R, line_at(R, "supervisor.stall_timeout_ms"),
-                       "supervisor.stall_timeout_ms",
-                       "%u must be greater than supervisor.heartbeat_ms (%u)",
-                       c->supervisor.stall_timeout_ms, c->supervisor.heartbeat_ms);
-        else
-            rule_error(R, line_at(R, "supervisor.heartbeat_ms"), "supervisor.heartbeat_ms",
-                       "%u must be less than supervisor.stall_timeout_ms (%u)",
-                       c->supervisor.heartbeat_ms, c->supervisor.stall_timeout_ms);
-    }
-    if (!refused(R, "supervisor.kill_timeout_ms") && !refused(R, "supervisor.stall_timeout_ms") &&
-        c->supervisor.kill_timeout_ms < c->supervisor.stall_timeout_ms) {
-        if (report_at_first(R, "supervisor.kill_timeout_ms", "supervisor.stall_timeout_ms"))
-            rule_error(R, line_at(R, "supervisor.kill_timeout_ms"), "supervisor.kill_timeout_ms",
-                       "%u must not be less than supervisor.stall_timeout_ms (%u)",
-                       c->supervisor.kill_timeout_ms, c->supervisor.stall_timeout_ms);
-        else
-            rule_error(R, line_at(R, "supervisor.stall_timeout_ms"),
-                       "supervisor.stall_timeout_ms",
-                       "%u must not be greater than supervisor.kill_timeout_ms (%u)",
-                       c->supervisor.stall_timeout_ms, c->supervisor.kill_timeout_ms);
-    }
-    if (!refused(R, "raft.election_timeout_ms") && !refused(R, "raft.heartbeat_ms") &&
-        c->raft.election_timeout_ms < 3 * c->raft.heartbeat_ms) {
-        if (report_at_first(R, "raft.election_timeout_ms", "raft.heartbeat_ms"))
-            rule_error(R, line_at(R, "raft.election_timeout_ms"), "raft.election_timeout_ms",
-                       "%u must be at least 3 x raft.heartbeat_ms (%u)",
-                       c->raft.election_timeout_ms, c->raft.heartbeat_ms);
-        else
-            rule_error(R, line_at(R, "raft.heartbeat_ms"), "raft.heartbeat_ms",
-                       "%u must be at most a third of raft.election_timeout_ms (%u)",
-                       c->raft.heartbeat_ms, c->raft.election_timeout_ms);
-    }
-}
-
-/* An address as bytes for comparison: 16 bytes, IPv4 as ::ffff:a.b.c.d. false: a name. */
-static bool addr_bytes(const char *host, unsigned char out[16])
-{
-    struct in_addr a4;
-    if (inet_pton(AF_INET, host, &a4) == 1) {
-        memset(out, 0, 10);
-        out[10] = out[11] = 0xff;
-        memcpy(out + 12, &a4, 4);
-        return true;
-    }
-    return inet_pton(AF_INET6, host, out) == 1;
-}
-
-static bool addr_is_any(const unsigned char a[16])
-{
-    static const unsigned char any6[16], any4[16] = {[10] = 0xff, [11] = 0xff};
-    return memcmp(a, any6, 16) == 0 || memcmp(a, any4, 16) == 0;
-}
-
-/*
- * Could listeners bound to hosts a and b on one port collide? Yes when either is a
- * wildcard ("::" takes IPv4 too, dual stack), when they are the same address, and when
- * either is a host name, which could resolve to anything.
- */
-static bool addrs_overlap(const char *a, const char *b)
-{
-    unsigned char x[16], y[16];
-    if (!addr_bytes(a, x) || !addr_bytes(b, y))
-        return true;
-    return addr_is_any(x) || addr_is_any(y) || memcmp(x, y, 16) == 0;
-}
-
-/* Same host, as the peers see it: the same address, or the same name in any case. */
-static bool same_host(const char *a, const char *b)
-{
-    unsigned char x[16], y[16];
-    bool ax = addr_bytes(a, x), by = addr_bytes(b, y);
-    if (ax && by)
-        return memcmp(x, y, 16) == 0;
-    return !ax && !by && strcasecmp(a, b) == 0;
+    uint32_t sup_hb = c->supervisor.heartbeat_ms, stall = c->supervisor.stall_timeout_ms;
+    uint32_t kill = c->supervisor.kill_timeout_ms;
+    uint32_t election = c->raft.election_timeout_ms, raft_hb = c->raft.heartbeat_ms;
+    rule_pair(R, "supervisor.stall_timeout_ms", stall, "supervisor.heartbeat_ms", sup_hb,
+              stall <= sup_hb, "must be greater than", "must be less than");
+    rule_pair(R, "supervisor.kill_timeout_ms", kill, "supervisor.stall_timeout_ms", stall,
+              kill < stall, "must not be less than", "must not be greater than");
+    rule_pair(R, "raft.election_timeout_ms", election, "raft.heartbeat_ms", raft_hb,
+              election < 3 * raft_hb, "must be at least 3 x", "must be at most a third of");
 }
 
 /* This replica's listeners, in the order rules name them. */
@@ -941,43 +821,48 @@ struct listener {
     uint16_t port;
 };
 
+/* A listener of a "HOST:PORT" key (controller.listen, raft.listen) unless it was refused. */
+static void add_listen(const struct rules *R, struct listener *out, size_t *n, const char *key,
+                       const char *hostport, const char *what)
+{
+    struct listener *l = &out[*n];
+    if (refused(R, key) ||
+        netaddr_split_hostport(hostport, l->host, sizeof(l->host), &l->port) != 0)
+        return;
+    l->key = key;
+    l->what = what;
+    (*n)++;
+}
+
+/*
+ * A listener of a bind and a port key (health.*, metrics.*) when it is enabled and none of
+ * its three keys was refused; messages name it by its port key.
+ */
+static void add_bound(const struct rules *R, struct listener *out, size_t *n, bool enabled,
+                      const char *bind, uint32_t port, const char *enabled_key,
+                      const char *bind_key, const char *port_key)
+{
+    struct listener *l = &out[*n];
+    if (!enabled || refused(R, enabled_key) || refused(R, port_key) || refused(R, bind_key) ||
+        netaddr_bind_address(bind, l->host, sizeof(l->host)) != 0)
+        return;
+    l->port = (uint16_t)port;
+    l->key = port_key;
+    l->what = port_key;
+    (*n)++;
+}
+
 static size_t listeners_of(const struct rules *R, struct listener *out)
 {
     const struct cfg *c = R->c;
     size_t n = 0;
-    char addr[64];
-    if (!refused(R, "controller.listen") &&
-        cfg_split_hostport(c->controller.listen, out[n].host, sizeof(out[n].host),
-                           &out[n].port) == 0) {
-        out[n].key = "controller.listen";
-        out[n].what = "the port of controller.listen";
-        n++;
-    }
-    if (!refused(R, "raft.listen") &&
-        cfg_split_hostport(c->raft.listen, out[n].host, sizeof(out[n].host), &out[n].port) ==
-            0) {
-        out[n].key = "raft.listen";
-        out[n].what = "the port of raft.listen";
-        n++;
-    }
-    if (c->health.enabled && !refused(R, "health.enabled") && !refused(R, "health.port") &&
-        !refused(R, "health.bind") &&
-        cfg_bind_address(c->health.bind, addr, sizeof(addr)) == 0) {
-        snprintf(out[n].host, sizeof(out[n].host), "%s", addr);
-        out[n].port = (uint16_t)c->health.port;
-        out[n].key = "health.port";
-        out[n].what = "health.port";
-        n++;
-    }
-    if (c->metrics.enabled && !refused(R, "metrics.enabled") && !refused(R, "metrics.port") &&
-        !refused(R, "metrics.bind") &&
-        cfg_bind_address(c->metrics.bind, addr, sizeof(addr)) == 0) {
-        snprintf(out[n].host, sizeof(out[n].host), "%s", addr);
-        out[n].port = (uint16_t)c->metrics.port;
-        out[n].key = "metrics.port";
-        out[n].what = "metrics.port";
-        n++;
-    }
+    add_listen(R, out, &n, "controller.listen", c->controller.listen,
+               "the port of controller.listen");
+    add_listen(R, out, &n, "raft.listen", c->raft.listen, "the port of raft.listen");
+    add_bound(R, out, &n, c->health.enabled, c->health.bind, c->health.port, "health.enabled",
+              "health.bind", "health.port");
+    add_bound(R, out, &n, c->metrics.enabled, c->metrics.bind, c->metrics.port,
+              "metrics.enabled", "metrics.bind", "metrics.port");
     return n;
 }
 
@@ -986,7 +871,7 @@ static void rules_listeners(const struct rules *R, const struct listener *l, siz
 {
     for (size_t i = 0; i < nl; i++)
         for (size_t j = i + 1; j < nl; j++) {
-            if (l[i].port != l[j].port || !addrs_overlap(l[i].host, l[j].host))
+            if (l[i].port != l[j].port || !netaddr_hosts_overlap(l[i].host, l[j].host))
                 continue;
             const struct listener *at = &l[i], *other = &l[j];
             if (!report_at_first(R, l[i].key, l[j].key)) {
@@ -1018,10 +903,10 @@ static void rules_peers(const struct rules *R)
         for (size_t i = 0; i < j; i++) {
             char hi[256], hj[256];
             uint16_t pi, pj;
-            if (cfg_split_hostport(c->controller.peers[i], hi, sizeof(hi), &pi) != 0 ||
-                cfg_split_hostport(c->controller.peers[j], hj, sizeof(hj), &pj) != 0)
+            if (netaddr_split_hostport(c->controller.peers[i], hi, sizeof(hi), &pi) != 0 ||
+                netaddr_split_hostport(c->controller.peers[j], hj, sizeof(hj), &pj) != 0)
                 continue;
-            if (pi == pj && same_host(hi, hj)) {
+            if (pi == pj && netaddr_same_host(hi, hj)) {
                 char key[48];
                 snprintf(key, sizeof(key), "controller.peers[%zu]", j);
                 rule_error(R, peer_line(R, j), key,
@@ -1057,7 +942,7 @@ static enum derive derive_id(const struct cfg *c, const char *hostname, size_t *
         for (int pass = 0; pass < 2; pass++) {
             size_t found = 0, first = 0;
             for (size_t i = 0; i < c->controller.npeers; i++) {
-                if (cfg_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
+                if (netaddr_split_hostport(c->controller.peers[i], host, sizeof(host), &port) != 0)
                     continue;
                 if (pass == 1) {
                     char *hdot = strchr(host, '.');
@@ -1120,7 +1005,7 @@ static void rules_self(const struct rules *R, const char *hostname, const struct
     }
     char shost[256];
     uint16_t sport;
-    if (cfg_split_hostport(c->controller.peers[self], shost, sizeof(shost), &sport) != 0)
+    if (netaddr_split_hostport(c->controller.peers[self], shost, sizeof(shost), &sport) != 0)
         return;
     const struct listener *raft = NULL;
     for (size_t k = 0; k < nl; k++)
@@ -1129,8 +1014,8 @@ static void rules_self(const struct rules *R, const char *hostname, const struct
     for (size_t i = 0; i < c->controller.npeers; i++) {
         char h[256], key[48];
         uint16_t p;
-        if (cfg_split_hostport(c->controller.peers[i], h, sizeof(h), &p) != 0 ||
-            !same_host(h, shost) || (i != self && p == sport))
+        if (netaddr_split_hostport(c->controller.peers[i], h, sizeof(h), &p) != 0 ||
+            !netaddr_same_host(h, shost) || (i != self && p == sport))
             continue; /* elsewhere, or this replica listed twice (rules_peers says so) */
         snprintf(key, sizeof(key), "controller.peers[%zu]", i);
         for (size_t k = 0; k < nl; k++) {
@@ -1313,13 +1198,11 @@ static int file_error(struct cfg_error *err, const char *path, unsigned line, co
 static int file_error(struct cfg_error *err, const char *path, unsigned line, const char *fmt,
                       ...)
 {
-    char why[300];
     va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
     memset(err, 0, sizeof(*err));
-    add_error(err, path, line, line > 0 ? "(file)" : NULL, why);
+    va_start(ap, fmt);
+    add_errorv(err, path, line, line > 0 ? "(file)" : NULL, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -1345,43 +1228,36 @@ int cfg_load_host(const char *path, const char *hostname, struct cfg *c, struct 
         }
         return file_error(err, p, 0, "cannot open: %s", strerror(errno));
     }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    if (buf == NULL) {
-        fclose(f);
-        return file_error(err, p, 0, "out of memory");
-    }
+    /* Read it whole, at most one chunk past the cap: enough to know it is too large. */
+    struct buf b;
+    buf_init(&b);
     for (;;) {
-        if (len == cap) {
-            if (cap > CFG_MAX_FILE_BYTES) {
-                free(buf);
-                fclose(f);
-                return file_error(err, p, 1, "file is larger than %u bytes (1 MiB)",
-                                  CFG_MAX_FILE_BYTES);
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (nb == NULL) {
-                free(buf);
-                fclose(f);
-                return file_error(err, p, 0, "out of memory");
-            }
-            buf = nb;
-            cap *= 2;
+        if (b.len > CFG_MAX_FILE_BYTES) {
+            buf_free(&b);
+            fclose(f);
+            return file_error(err, p, 1, "file is larger than %u bytes (1 MiB)",
+                              CFG_MAX_FILE_BYTES);
         }
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
+        if (!buf_reserve(&b, CFG_READ_CHUNK)) {
+            buf_free(&b);
+            fclose(f);
+            return file_error(err, p, 0, "out of memory");
+        }
+        /* buf_reserve() keeps a byte for the NUL: read into the rest. */
+        size_t k = fread(b.p + b.len, 1, b.cap - b.len - 1, f);
+        b.len += k;
         if (k == 0)
             break;
     }
     if (ferror(f)) {
         int e = errno;
-        free(buf);
+        buf_free(&b);
         fclose(f);
         return file_error(err, p, 0, "cannot read: %s", strerror(e));
     }
     fclose(f);
-    int rc = load_buffer(p, buf, len, hostname, c, err);
-    free(buf);
+    int rc = load_buffer(p, b.p, b.len, hostname, c, err);
+    buf_free(&b);
     return rc;
 }
 

@@ -174,16 +174,6 @@ const char *cfg_default_path(void);
 void cfg_print(FILE *out, const struct cfg *c);
 
 /*
- * Split "host:port" or "[v6]:port"; host gets the bracket-free host. A port is required
- * (1-65535); an IPv6 address must be in brackets. Returns 0 or -1 for a malformed value.
- */
-int cfg_split_hostport(const char *s, char *host, size_t hostlen, uint16_t *port);
-/*
- * The address a "bind" setting means: "all" -> "::" (dual stack), "loopback" -> "127.0.0.1",
- * anything else must be an IPv4 or IPv6 literal. Returns 0 or -1.
- */
-int cfg_bind_address(const char *bind, char *addr, size_t addrlen);
-/*
  * This replica's node id: controller.node_id when set, else 1 + the index of the peer
  * whose host is hostname (exact, or, when no host is, the first DNS label equal to the
  * short hostname, as StatefulSet pods are named), else 1 when there is exactly one peer.

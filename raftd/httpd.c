@@ -3,42 +3,40 @@
  */
 #include "httpd.h"
 
-#include "cfg.h"
 #include "http.h"
-#include "log.h"
 #include "netaddr.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
-#define HTTPD_MAX_CONNS 64
+#define HTTPD_MAX_CONNS  64
 #define HTTPD_MAX_HEADER 4096
-#define HTTPD_IDLE_S 30
+#define HTTPD_IDLE_S     30
+#define HTTPD_TEXT       "text/plain; charset=utf-8"
 
-struct hconn {
+/* One client connection: on its server's list, oldest first. */
+struct httpd_conn {
     struct httpd *h;
-    struct bufferevent *bev;
-    struct hconn *prev, *next;
-    bool closing;
+    struct bufferevent *bev; /* owned; closes the socket when freed */
+    struct httpd_conn *prev, *next;
+    bool closing; /* the last answer is queued: free once it is written */
 };
 
 struct httpd {
-    struct evconnlistener *listener;
+    struct evconnlistener *listener; /* owned */
     httpd_handler handler;
     void *arg;
-    struct hconn *head, *tail; /* oldest first */
+    struct httpd_conn *head, *tail; /* owned, oldest first */
     unsigned nconns;
 };
 
-static void conn_free(struct hconn *c)
+static void httpd_conn_free(struct httpd_conn *c)
 {
     struct httpd *h = c->h;
     if (c->prev)
@@ -54,30 +52,28 @@ static void conn_free(struct hconn *c)
     free(c);
 }
 
-static void send_reply(struct hconn *c, int code, const char *ctype, const char *body,
-                       size_t blen, bool head, bool keep)
+/* Queue one response; a connection that must not stay open closes once it is written. */
+static void httpd_conn_reply(struct httpd_conn *c, int code, const char *ctype, const char *body,
+                             size_t blen, bool head, bool keep)
 {
     struct evbuffer *out = bufferevent_get_output(c->bev);
-    const char *reason = code == 200   ? "OK"
-                         : code == 404 ? "Not Found"
-                         : code == 405 ? "Method Not Allowed"
-                         : code == 431 ? "Request Header Fields Too Large"
-                         : code == 503 ? "Service Unavailable"
-                                       : "Bad Request";
-    evbuffer_add_printf(out,
-                        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                        "Cache-Control: no-store\r\n%sConnection: %s\r\n\r\n",
-                        code, reason, ctype, blen, code == 405 ? "Allow: GET, HEAD\r\n" : "",
-                        keep ? "keep-alive" : "close");
+    char hdr[512];
+    size_t n = http_format_head(hdr, sizeof(hdr), code, ctype, blen, keep, code == 405);
+    if (n == 0) {
+        /* Only a content type longer than any the handler sets could do this. */
+        c->closing = true;
+        return;
+    }
+    evbuffer_add(out, hdr, n);
     if (!head && blen > 0)
         evbuffer_add(out, body, blen);
     if (!keep)
         c->closing = true;
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
+static void httpd_conn_on_read(struct bufferevent *bev, void *arg)
 {
-    struct hconn *c = arg;
+    struct httpd_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     while (!c->closing) {
         size_t avail = evbuffer_get_length(in);
@@ -91,16 +87,15 @@ static void on_read(struct bufferevent *bev, void *arg)
             break;
         if (r != HTTP_REQUEST) {
             int code = r == HTTP_TOO_LARGE ? 431 : 400;
-            send_reply(c, code, "text/plain; charset=utf-8", "bad request\n", 12, false, false);
+            httpd_conn_reply(c, code, HTTPD_TEXT, "bad request\n", 12, false, false);
             break;
         }
         evbuffer_drain(in, req.consumed);
         if (req.method == HTTP_OTHER) {
-            send_reply(c, 405, "text/plain; charset=utf-8", "method not allowed\n", 19, false,
-                       req.keep_alive);
+            httpd_conn_reply(c, 405, HTTPD_TEXT, "method not allowed\n", 19, false, req.keep_alive);
             continue;
         }
-        struct httpd_reply rep = {.code = 200, .content_type = "text/plain; charset=utf-8"};
+        struct httpd_reply rep = {.code = 200, .content_type = HTTPD_TEXT};
         buf_init(&rep.body);
         if (req.path_truncated) {
             rep.code = 404;
@@ -113,35 +108,35 @@ static void on_read(struct bufferevent *bev, void *arg)
             rep.code = 503;
             buf_puts(&rep.body, "out of memory\n");
         }
-        send_reply(c, rep.code, rep.content_type, rep.body.p ? rep.body.p : "", rep.body.len,
-                   req.method == HTTP_HEAD, req.keep_alive);
+        httpd_conn_reply(c, rep.code, rep.content_type, rep.body.p ? rep.body.p : "", rep.body.len,
+                         req.method == HTTP_HEAD, req.keep_alive);
         buf_free(&rep.body);
     }
 }
 
-static void on_write(struct bufferevent *bev, void *arg)
+static void httpd_conn_on_write(struct bufferevent *bev, void *arg)
 {
-    struct hconn *c = arg;
+    struct httpd_conn *c = arg;
     if (c->closing && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-        conn_free(c);
+        httpd_conn_free(c);
 }
 
-static void on_event(struct bufferevent *bev, short what, void *arg)
+static void httpd_conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     (void)what; /* EOF, error or timeout: all end the connection */
-    conn_free(arg);
+    httpd_conn_free(arg);
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int sl,
-                      void *arg)
+static void httpd_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                            int sl, void *arg)
 {
     struct httpd *h = arg;
     (void)sa;
     (void)sl;
     if (h->nconns >= HTTPD_MAX_CONNS && h->head)
-        conn_free(h->head);
-    struct hconn *c = calloc(1, sizeof(*c));
+        httpd_conn_free(h->head);
+    struct httpd_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         evutil_closesocket(fd);
         return;
@@ -155,7 +150,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     struct timeval idle = {HTTPD_IDLE_S, 0};
     bufferevent_set_timeouts(c->bev, &idle, &idle);
-    bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
+    bufferevent_setcb(c->bev, httpd_conn_on_read, httpd_conn_on_write, httpd_conn_on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     c->prev = h->tail;
     if (h->tail)
@@ -183,7 +178,7 @@ struct httpd *httpd_new(struct event_base *base, const char *bind, uint32_t port
     h->handler = handler;
     h->arg = arg;
     h->listener = evconnlistener_new_bind(
-        base, on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+        base, httpd_on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
         64, (struct sockaddr *)&ss, (int)sl);
     if (h->listener == NULL) {
         snprintf(why, whylen, "%s: bind: %s", addr, strerror(errno));
@@ -198,7 +193,7 @@ void httpd_free(struct httpd *h)
     if (h == NULL)
         return;
     while (h->head)
-        conn_free(h->head);
+        httpd_conn_free(h->head);
     evconnlistener_free(h->listener);
     free(h);
 }

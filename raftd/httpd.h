@@ -4,8 +4,17 @@
  * Serves GET and HEAD through one callback that fills a reply; everything else gets 405,
  * malformed requests 400, oversized headers 431. Keep-alive is supported; connections are
  * capped (the oldest is dropped to admit a new one) and idle ones time out, so a scraper
- * that misbehaves cannot hold the worker's loop. Requests are parsed by supervisor/http.c,
- * the same parser the health responder uses.
+ * that misbehaves cannot hold the worker's loop.
+ *
+ * This module is only the libevent shell: sockets, buffers, the connection cap and the
+ * timeouts. What a request says and how a response's head reads is decided by the pure
+ * parser in common/http.c, the same one the supervisor's health responder uses.
+ *
+ * Ownership: struct httpd owns its listener and every connection on its list; a
+ * connection owns its bufferevent (and through BEV_OPT_CLOSE_ON_FREE its socket). A
+ * connection is freed on EOF, error or idle timeout, after the answer to a request that
+ * closes it has been written, when the cap admits a newer one, and by httpd_free(). The
+ * handler's reply body is owned by the server for the length of one request.
  */
 #ifndef SPUR_HTTPD_H
 #define SPUR_HTTPD_H

@@ -16,7 +16,7 @@
  */
 #include "cfg.h"
 #include "log.h"
-#include "node.h"
+#include "replica.h"
 #include "statedir.h"
 #include "status.h"
 #include "statusw.h"
@@ -43,7 +43,7 @@ struct worker {
     struct statedir sd;
     struct statusw sw;
     struct event_base *base;
-    struct node *node;
+    struct replica *node;
     struct event *ev_term, *ev_int, *ev_hup, *ev_usr1, *ev_usr2, *ev_pre;
     uint32_t node_id;
     bool debug_toggled;
@@ -66,7 +66,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
     (void)what;
     log_event(LOG_INFO, "raftd", "stopping", "signal=%s", signal_name((int)sig));
     if (w->node)
-        node_shutdown(w->node);
+        replica_shutdown(w->node);
     else
         event_base_loopbreak(w->base);
 }
@@ -78,7 +78,7 @@ static void on_usr1(evutil_socket_t sig, short what, void *arg)
     (void)sig;
     (void)what;
     if (w->node)
-        node_log_status(w->node);
+        replica_log_status(w->node);
 }
 
 /* SIGUSR2: toggle debug logging, back to the configured level on the next one. */
@@ -282,7 +282,7 @@ int main(int argc, char **argv)
                            .interval_ms = w.cfg.supervisor.heartbeat_ms};
     pthread_t kat;
     bool ka_running = pthread_create(&kat, NULL, keepalive_thread, &ka) == 0;
-    rc = node_open(w.base, &w.cfg, w.node_id, &w.sw, &w.node, why, sizeof(why));
+    rc = replica_open(w.base, &w.cfg, w.node_id, &w.sw, &w.node, why, sizeof(why));
     if (ka_running) {
         ka.stop = 1;
         pthread_join(kat, NULL);
@@ -311,14 +311,14 @@ int main(int argc, char **argv)
     evsignal_add(w.ev_usr1, NULL);
     evsignal_add(w.ev_usr2, NULL);
 
-    node_enable_status(w.node);
+    replica_enable_status(w.node);
     log_event(LOG_INFO, "raftd", "running", "node_id=%u state_dir=%s peers=%zu", w.node_id,
               log_q(w.cfg.controller.state_dir), w.cfg.controller.npeers);
 
     event_base_dispatch(w.base);
 
-    int code = node_exit_code(w.node);
-    node_free(w.node);
+    int code = replica_exit_code(w.node);
+    replica_free(w.node);
     event_free(w.ev_term);
     event_free(w.ev_int);
     event_free(w.ev_hup);

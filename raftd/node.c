@@ -1,6 +1,8 @@
 /*
- * node.c - one Raft replica: drives the pure core (raftd/raft/) with real storage,
- * real peers and real clients.
+ * node.c - the Raft shell: drives the pure core (raftd/raft/) with real storage and real
+ * peers. It is the only module that steps the core (node_step) and the only one that
+ * handles an update; the request handling (node_api.c) and the controller's policy
+ * (controller.c) hear of what a step did through one hook, called once per step.
  *
  * What this module guarantees, and how:
  *
@@ -12,24 +14,18 @@
  *    until the storage reports that request durable. Storage completions come back in
  *    submit order, and each one is reported to the core as "persisted up to (index, term)".
  *
- * 2. Nothing is acknowledged before it is committed and applied. A client's write waits
- *    for its entry's index; when that index is applied it gets the state machine's answer
- *    if the entry there has the term it was proposed in, and "lost to a leader change"
- *    otherwise. Reads wait for the core's ReadIndex and for the applied index to reach
- *    it. A client that gives up gets TIMEOUT: the outcome is unknown, and its retry is
- *    deduplicated by the state machine's session table.
+ * 2. Nothing is applied before it is committed, and what a step applied is handed on
+ *    whole: the applied hook gets every entry the step applied, in index order, with the
+ *    state machine's answer, and the ReadIndex answers the step released. node_api.c
+ *    acknowledges clients from there (an entry whose term is not the one it was proposed
+ *    in is "lost to a leader change"), so no answer leaves before its entry is applied.
  *
  * 3. A fatal storage error (a failed write or fsync) stops the replica: the page cache
  *    can no longer be trusted, so the only safe continuation is a restart that recovers
  *    from the disk. The node breaks the loop with exit code 70.
  *
- * 4. Bootstrap only when it cannot found a second cluster: a node with empty state waits
- *    until its peers' handshakes say what they hold. It founds the cluster (every founding
- *    member writes the identical first configuration entry) only when a quorum of the
- *    configured peers, itself included, report empty state and none reports a cluster. A
- *    node whose peers already run a cluster starts empty without bootstrapping and waits
- *    for the leader, live but not ready; if their configuration does not list it, it
- *    says so in the log (an operator must add it with scontrol raft add-learner).
+ * 4. Bootstrap is the controller's decision (controller.c): with empty state the shell
+ *    opens everything, announces "empty" in its handshakes and waits for node_start().
  *
  * 5. Status frames tell the supervisor the truth: STARTING while recovering, RUNNING once
  *    the log is loaded, the role and term as the core reports them, STOPPING on shutdown.
@@ -46,9 +42,10 @@
  *    and synced on a separate thread, and only then is the core told (it may then send
  *    the snapshot to lagging followers) and the log compacted behind it.
  */
-#include "node_int.h"
+#include "node.h"
 
 #include "log.h"
+#include "netaddr.h"
 #include "util.h"
 
 #include <errno.h>
@@ -61,12 +58,10 @@
 #include <unistd.h>
 
 #define TRAILING_ENTRIES_MAX 5000 /* kept behind a snapshot for slightly late followers */
-#define FSM_TICK_MS 30000         /* leader's clock into the log when idle */
-#define BOOT_WAIT_MIN_MS 500
-#define STOP_LINGER_MS 100 /* after a hand-over, time for forwarded answers to come back */
 #define READY_RETRY_MS 250 /* a follower's readiness read unanswered this long: ask again */
 
 static void handle_update(struct node *n, const struct raft_update *u);
+static void node_report_status(struct node *n, bool force);
 static void readiness_check(struct node *n);
 
 uint64_t node_now_ms(void)
@@ -94,7 +89,7 @@ static enum status_role status_role_of(uint8_t role)
     }
 }
 
-void node_report_status(struct node *n, bool force)
+static void node_report_status(struct node *n, bool force)
 {
     struct worker_status s;
     if (!n->status_ready)
@@ -147,13 +142,13 @@ bool node_is_caught_up(const struct node *n)
 
 static void issue_ready_read(struct node *n)
 {
-    n->ready_read_id = ++n->next_read_id; /* the API's id space: no clash with a client */
+    n->ready_read_id = node_new_read_id(n); /* one id space: no clash with a client's */
     n->ready_read_ms = node_now_ms();
     n->ready_released = false;
     n->in_readiness = true;
     struct raft_event ev = {.type = RAFT_EV_READ, .now = n->ready_read_ms};
     ev.read_id = n->ready_read_id;
-    int rc = node_step_ex(n, &ev, NULL, NULL, NULL);
+    int rc = node_step(n, &ev, NULL, NULL);
     n->in_readiness = false;
     if (rc != RAFT_OK)
         n->ready_read_id = 0; /* not taken (no leader, too many reads): the next check asks */
@@ -229,8 +224,7 @@ static void fatal(struct node *n, const char *msg, const char *detail)
     event_base_loopbreak(n->base);
 }
 
-int node_step_ex(struct node *n, const struct raft_event *ev, raft_index *pindex,
-                 raft_term *pterm, raft_id *leader)
+int node_step(struct node *n, const struct raft_event *ev, raft_index *index, raft_term *term)
 {
     struct raft_update u;
     if (n->raft == NULL || n->exit_code != 0)
@@ -240,25 +234,23 @@ int node_step_ex(struct node *n, const struct raft_event *ev, raft_index *pindex
         fatal(n, "out of memory in the Raft core", NULL);
         return rc;
     }
-    if (pindex)
-        *pindex = u.proposed_index;
-    if (pterm)
-        *pterm = u.proposed_term;
-    if (leader)
-        *leader = u.leader;
+    if (index)
+        *index = u.proposed_index;
+    if (term)
+        *term = u.proposed_term;
     handle_update(n, &u);
     return rc;
 }
 
-void node_step(struct node *n, const struct raft_event *ev)
+uint64_t node_new_read_id(struct node *n)
 {
-    node_step_ex(n, ev, NULL, NULL, NULL);
+    return ++n->next_read_id;
 }
 
-void node_tick_now(struct node *n)
+static void tick_now(struct node *n)
 {
     struct raft_event ev = {.type = RAFT_EV_TICK, .now = node_now_ms()};
-    node_step(n, &ev);
+    node_step(n, &ev, NULL, NULL);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -267,7 +259,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     n->tick_at = 0;
-    node_tick_now(n);
+    tick_now(n);
 }
 
 static void arm_tick(struct node *n, uint64_t deadline)
@@ -418,14 +410,14 @@ static void on_storage(evutil_socket_t fd, short what, void *arg)
         struct raft_event ev = {.type = RAFT_EV_PERSISTED, .now = node_now_ms()};
         ev.persisted.index = done[k - 1].last_index;
         ev.persisted.term = done[k - 1].last_term;
-        node_step(n, &ev);
+        node_step(n, &ev, NULL, NULL);
         if (n->install_seq != 0 && n->persist_done >= n->install_seq) {
             struct raft_event iev = {.type = RAFT_EV_SNAPSHOT_INSTALLED, .now = node_now_ms()};
             iev.persisted.index = n->install_index;
             iev.persisted.term = n->install_term;
             n->install_seq = 0;
             n->snapshot_index = n->install_index;
-            node_step(n, &iev);
+            node_step(n, &iev, NULL, NULL);
         }
         if (k < 64)
             break;
@@ -491,7 +483,7 @@ static void on_snapshot_done(evutil_socket_t fd, short what, void *arg)
     ev.snapshot.index = j->index;
     ev.snapshot.data = j->data;
     ev.snapshot.trailing = trailing;
-    node_step(n, &ev);
+    node_step(n, &ev, NULL, NULL);
     raft_buf_unref(j->data); /* the core took its own reference */
     if (j->index > trailing) {
         struct diskio_err err;
@@ -566,45 +558,56 @@ static void sync_transport_peers(struct node *n)
     transport_set_local_state(n->tr, true, c);
 }
 
-static void apply_entries(struct node *n, const struct raft_update *u)
+/*
+ * Apply the committed entries to the state machine, recording each one's answer in
+ * out[] (room for u->n_committed). Returns how many were applied; fewer than committed
+ * only after a fatal error.
+ */
+static size_t apply_entries(struct node *n, const struct raft_update *u,
+                            struct node_applied_entry *out, struct fsm_reply *replies)
 {
+    size_t k = 0;
     for (size_t i = 0; i < u->n_committed; i++) {
         const struct raft_entry *e = &u->committed[i];
         if (e->index <= n->applied)
             continue;
         n->bytes_since_snapshot += e->len + 32; /* payload plus per-entry overhead */
+        out[k].entry = e;
+        out[k].reply = NULL;
+        memset(&replies[k], 0, sizeof(replies[k])); /* cleared by the caller in any case */
         if (e->type == RAFT_ENTRY_NORMAL) {
-            struct fsm_reply reply;
-            memset(&reply, 0, sizeof(reply));
-            int rc = fsm_apply(n->fsm, e->index, e->data, e->len, &reply);
+            struct fsm_reply *reply = &replies[k];
+            int rc = fsm_apply(n->fsm, e->index, e->data, e->len, reply);
             if (rc == FSM_ENOMEM) {
-                fsm_reply_clear(&reply);
+                fsm_reply_clear(reply);
                 fatal(n, "out of memory applying an entry; restart to recover", NULL);
-                return;
+                return k;
             }
+            if (rc == FSM_OK)
+                out[k].reply = reply;
             n->applied = e->index;
-            node_api_applied(n, e, rc == FSM_OK ? &reply : NULL);
-            fsm_reply_clear(&reply);
         } else {
             n->applied = e->index;
-            node_api_applied(n, e, NULL);
             if (e->type == RAFT_ENTRY_CONFIG)
                 sync_transport_peers(n);
         }
+        k++;
     }
+    return k;
 }
 
 /* ---- the update ------------------------------------------------------------------- */
 
 /*
  * Role, leader and term as the core reports them (every update carries all three).
- * Called after every step, so it costs nothing unless one of them changed.
+ * Called after every step, so it costs nothing unless one of them changed. Returns true
+ * when the role or the leader changed.
  */
-static void soft_state(struct node *n, const struct raft_update *u)
+static bool soft_state(struct node *n, const struct raft_update *u)
 {
     raft_term term = u->term;
     if (u->role == n->role && u->leader == n->leader && term == n->term)
-        return;
+        return false;
     if (u->leader != n->leader) {
         n->leader_changes++;
         if (u->leader != 0)
@@ -626,9 +629,8 @@ static void soft_state(struct node *n, const struct raft_update *u)
     n->role = u->role;
     n->leader = u->leader;
     n->term = term;
-    if (changed)
-        node_api_leader_changed(n);
     node_report_status(n, false);
+    return changed;
 }
 
 /*
@@ -656,46 +658,13 @@ static void lost_log_check(struct node *n)
               (unsigned long long)rs.term, (unsigned long long)rs.last_index);
 }
 
-/* Leader housekeeping: the configuration's partitions and settings, the log clock. */
-static void leader_duties(struct node *n)
-{
-    if (n->role != RAFT_LEADER || n->stopping)
-        return;
-    /* Only once this term's no-op is applied: then the state machine is current. */
-    if (n->applied < n->leader_noop_index)
-        return;
-    uint64_t now_wall = wall_ms();
-    if (n->config_sync_term != n->term) {
-        n->config_sync_term = n->term;
-        uint8_t *data = NULL;
-        size_t len = 0;
-        char err[256];
-        if (fsm_partitions_differ(n->fsm, n->cfg)) {
-            if (fsm_encode_set_partitions(n->cfg, now_wall, &data, &len, err, sizeof(err)) ==
-                FSM_OK) {
-                log_event(LOG_INFO, "raftd", "proposing the configuration's partitions", NULL);
-                node_api_propose_internal(n, data, len);
-            } else {
-                log_event(LOG_ERROR, "raftd", "configuration partitions refused", "err=%s",
-                          log_q(err));
-            }
-        }
-        if (fsm_settings_differ(n->fsm, n->cfg) &&
-            fsm_encode_set_settings(n->cfg, now_wall, &data, &len) == FSM_OK) {
-            log_event(LOG_INFO, "raftd", "proposing the configuration's settings", NULL);
-            node_api_propose_internal(n, data, len);
-        }
-        n->last_fsm_tick_ms = node_now_ms();
-    }
-    if (node_now_ms() - n->last_fsm_tick_ms >= FSM_TICK_MS) {
-        uint8_t *data = NULL;
-        size_t len = 0;
-        n->last_fsm_tick_ms = node_now_ms();
-        if (fsm_encode_tick(now_wall, &data, &len) == FSM_OK)
-            node_api_propose_internal(n, data, len);
-    }
-}
-
+/*
+ * Handle one update whole, in this order: persist (and send what may go before it is
+ * durable), install a snapshot, apply committed entries, record released reads and the
+ * new soft state, arm the timer, maybe snapshot; then tell the hooks once what the step
+ * did (node_api completes its waiters there, the controller runs its duties), and last
+ * check readiness, which may step the core again for a read of its own.
+ */
 static void handle_update(struct node *n, const struct raft_update *u)
 {
     bool wrote = false;
@@ -728,30 +697,48 @@ static void handle_update(struct node *n, const struct raft_update *u)
                   (unsigned long long)u->snapshot->term);
         sync_transport_peers(n);
     }
-    if (u->n_committed > 0)
-        apply_entries(n, u);
-    if (u->n_reads > 0) {
-        for (size_t i = 0; i < u->n_reads; i++)
-            readiness_read_released(n, &u->reads[i]);
-        /* the API skips ids it does not wait for, the readiness read among them */
-        node_api_reads_released(n, u->reads, u->n_reads);
+
+    struct node_applied_entry stack_applied[64];
+    struct fsm_reply stack_replies[64];
+    struct node_applied_entry *applied = stack_applied;
+    struct fsm_reply *replies = stack_replies;
+    if (u->n_committed > 64) {
+        applied = malloc(u->n_committed * sizeof(*applied));
+        replies = malloc(u->n_committed * sizeof(*replies));
+        if (applied == NULL || replies == NULL) {
+            free(applied);
+            free(replies);
+            fatal(n, "out of memory applying entries; restart to recover", NULL);
+            return;
+        }
     }
-    if (u->n_committed > 0 || u->snapshot != NULL)
-        node_api_serve_ready_reads(n);
-    soft_state(n, u);
+    struct node_applied a = {.entries = applied, .reads = u->reads, .n_reads = u->n_reads};
+    if (u->n_committed > 0)
+        a.n_entries = apply_entries(n, u, applied, replies);
+    for (size_t i = 0; i < u->n_reads; i++)
+        readiness_read_released(n, &u->reads[i]);
+    a.state_moved = u->n_committed > 0 || u->snapshot != NULL;
+    a.leadership_changed = soft_state(n, u);
     arm_tick(n, u->next_deadline);
     if (u->n_committed > 0)
         maybe_snapshot(n);
-    /*
-     * On every update, not only on commits: the log clock must tick on an idle cluster,
-     * where nothing commits (then the leader's heartbeat ticks are what call us).
-     */
-    leader_duties(n);
     lost_log_check(n);
+    /*
+     * On every update, not only on commits: the controller's log clock must tick on an
+     * idle cluster, where nothing commits (then the leader's heartbeat ticks call us).
+     */
+    if (n->hooks.applied)
+        n->hooks.applied(n->hooks.arg, &a);
+    for (size_t i = 0; i < a.n_entries; i++)
+        fsm_reply_clear(&replies[i]);
+    if (applied != stack_applied) {
+        free(applied);
+        free(replies);
+    }
     readiness_check(n);
 }
 
-/* ---- peers and bootstrap ---------------------------------------------------------- */
+/* ---- peers ------------------------------------------------------------------------ */
 
 static void on_message(void *arg, const struct raft_msg *m)
 {
@@ -760,91 +747,14 @@ static void on_message(void *arg, const struct raft_msg *m)
         return; /* still deciding whether to bootstrap; Raft will retry */
     struct raft_event ev = {.type = RAFT_EV_RECEIVE, .now = node_now_ms()};
     ev.msg = m;
-    node_step(n, &ev);
-}
-
-static int start_raft(struct node *n, struct storage_recovered *rec, bool bootstrap);
-
-static void try_bootstrap(struct node *n)
-{
-    if (n->started)
-        return;
-    size_t npeers = n->cfg->controller.npeers;
-    size_t empty = 1; /* ourselves */
-    for (size_t id = 1; id <= npeers; id++) {
-        if (id == n->id)
-            continue;
-        if (n->peer_has_cluster[id]) {
-            /*
-             * Empty state and a running cluster that lists this node: on a first boot this
-             * is the founding member whose peers founded the cluster a moment before its
-             * own handshakes went out (a quorum of empty peers is enough to found), so it
-             * is no sign of a lost disk. The evidence of a lost disk comes later, from the
-             * leader (lost_log_check).
-             */
-            if (n->peer_lists_us[id] && !n->waiting_logged) {
-                n->waiting_logged = true;
-                log_event(LOG_INFO, "raftd",
-                          "peers run a cluster that lists this node; joining it, not founding "
-                          "one",
-                          "node_id=%u peer=%zu", n->id, id);
-            } else if (!n->waiting_logged) {
-                n->waiting_logged = true;
-                log_event(LOG_WARN, "raftd",
-                          "peers run a cluster whose configuration does not list this node; "
-                          "waiting to be added (scontrol raft add-learner)",
-                          "node_id=%u peer=%zu", n->id, id);
-            }
-            struct storage_recovered none;
-            memset(&none, 0, sizeof(none));
-            start_raft(n, &none, false);
-            return;
-        }
-        if (n->peer_empty[id])
-            empty++;
-    }
-    if (empty >= npeers / 2 + 1) {
-        log_event(LOG_INFO, "raftd", "founding the cluster: a quorum of peers is empty",
-                  "empty=%zu peers=%zu", empty, npeers);
-        struct storage_recovered none;
-        memset(&none, 0, sizeof(none));
-        start_raft(n, &none, true);
-    }
+    node_step(n, &ev, NULL, NULL);
 }
 
 static void on_peer(void *arg, const struct transport_peer_info *info, bool up)
 {
     struct node *n = arg;
-    if (info->id == 0 || info->id > CFG_MAX_PEERS)
-        return;
-    if (up) {
-        n->peer_has_cluster[info->id] = info->has_cluster;
-        n->peer_empty[info->id] = !info->has_cluster;
-        n->peer_lists_us[info->id] = info->lists_us;
-    }
-    if (!n->started)
-        try_bootstrap(n);
-}
-
-static void on_boot_timer(evutil_socket_t fd, short what, void *arg)
-{
-    struct node *n = arg;
-    (void)fd;
-    (void)what;
-    if (n->started)
-        return;
-    try_bootstrap(n);
-    if (!n->started && !n->waiting_logged && node_now_ms() >= n->boot_deadline_ms) {
-        n->waiting_logged = true;
-        log_event(LOG_WARN, "raftd",
-                  "empty state and no quorum of peers reachable yet; waiting before founding "
-                  "a cluster",
-                  "peers=%zu", n->cfg->controller.npeers);
-    }
-    if (!n->started) {
-        struct timeval tv = {0, 100000};
-        evtimer_add(n->ev_boot, &tv);
-    }
+    if (n->hooks.peer)
+        n->hooks.peer(n->hooks.arg, info, up);
 }
 
 /* ---- start ------------------------------------------------------------------------ */
@@ -945,15 +855,20 @@ static int start_raft(struct node *n, struct storage_recovered *rec, bool bootst
         return rc == RAFT_ENOMEM ? EXIT_OSERR : EXIT_DATAERR;
     }
     n->started = true;
-    if (n->ev_boot)
-        evtimer_del(n->ev_boot);
     sync_transport_peers(n);
     transport_set_local_state(n->tr, rec->term > 0 || rec->n_entries > 0 || rec->has_snapshot ||
                                          bootstrap,
                               raft_get_config(n->raft));
-    node_tick_now(n);
+    tick_now(n);
     node_report_status(n, true);
     return 0;
+}
+
+int node_start(struct node *n, bool found)
+{
+    struct storage_recovered none;
+    memset(&none, 0, sizeof(none));
+    return start_raft(n, &none, found);
 }
 
 /* The client API address we announce: our listen address, with a wildcard host replaced
@@ -963,13 +878,13 @@ static void compute_api_address(struct node *n)
     char host[256], rhost[256];
     uint16_t port, rport;
     const struct cfg *c = n->cfg;
-    cfg_split_hostport(c->controller.listen, host, sizeof(host), &port);
+    netaddr_split_hostport(c->controller.listen, host, sizeof(host), &port);
     if (strcmp(host, "::") != 0 && strcmp(host, "0.0.0.0") != 0) {
         snprintf(n->api_address, sizeof(n->api_address), "%s", c->controller.listen);
         return;
     }
     const char *mine = n->id <= c->controller.npeers ? c->controller.peers[n->id - 1] : NULL;
-    if (mine && cfg_split_hostport(mine, rhost, sizeof(rhost), &rport) == 0) {
+    if (mine && netaddr_split_hostport(mine, rhost, sizeof(rhost), &rport) == 0) {
         if (strchr(rhost, ':'))
             snprintf(n->api_address, sizeof(n->api_address), "[%s]:%u", rhost, port);
         else
@@ -989,7 +904,8 @@ const char *node_leader_api(const struct node *n)
 }
 
 int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
-              struct statusw *sw, struct node **out, char *why, size_t whylen)
+              struct statusw *sw, const struct node_hooks *hooks, struct node **out, char *why,
+              size_t whylen)
 {
     struct node *n = calloc(1, sizeof(*n));
     struct storage_options so;
@@ -1005,6 +921,7 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
     n->cfg = cfg;
     n->id = node_id;
     n->sw = sw;
+    n->hooks = *hooks;
     n->snap_pipe[0] = n->snap_pipe[1] = -1;
     compute_api_address(n);
     memset(&rec, 0, sizeof(rec));
@@ -1028,11 +945,10 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
     n->fsm = fsm_new(NULL);
     n->ev_storage = event_new(base, storage_event_fd(n->st), EV_READ | EV_PERSIST, on_storage, n);
     n->ev_tick = evtimer_new(base, on_tick, n);
-    n->ev_boot = evtimer_new(base, on_boot_timer, n);
     n->ev_status = event_new(base, -1, EV_PERSIST, on_status_timer, n);
     if (pipe2(n->snap_pipe, O_CLOEXEC | O_NONBLOCK) == 0)
         n->ev_snap = event_new(base, n->snap_pipe[0], EV_READ | EV_PERSIST, on_snapshot_done, n);
-    if (!n->fsm || !n->ev_storage || !n->ev_tick || !n->ev_boot || !n->ev_status || !n->ev_snap) {
+    if (!n->fsm || !n->ev_storage || !n->ev_tick || !n->ev_status || !n->ev_snap) {
         snprintf(why, whylen, "out of memory");
         code = EXIT_OSERR;
         goto fail;
@@ -1061,32 +977,6 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
         if (i + 1 != n->id)
             transport_set_peer(n->tr, (raft_id)(i + 1), cfg->controller.peers[i]);
 
-    n->fwd = forwarder_new(base, cfg->controller.max_frame_bytes, transport_resolver(n->tr));
-    struct api_options ao = {
-        .listen = cfg->controller.listen,
-        .max_frame = cfg->controller.max_frame_bytes,
-        .cluster_name = cfg->cluster_name,
-        .node_id = n->id,
-    };
-    n->api = api_new(base, &ao, node_api_dispatch, n, why, whylen);
-    if (n->fwd == NULL || n->api == NULL) {
-        code = EXIT_OSERR;
-        goto fail;
-    }
-    if (cfg->metrics.enabled) {
-        n->metrics = httpd_new(base, cfg->metrics.bind, cfg->metrics.port, node_metrics_handler,
-                               n, why, whylen);
-        if (n->metrics == NULL) {
-            code = EXIT_OSERR;
-            goto fail;
-        }
-    }
-    if (node_api_init(n) != 0) {
-        snprintf(why, whylen, "out of memory");
-        code = EXIT_OSERR;
-        goto fail;
-    }
-
     bool empty_start = rec.term == 0 && rec.n_entries == 0 && !rec.has_snapshot;
     if (!empty_start) {
         code = start_raft(n, &rec, false);
@@ -1094,19 +984,9 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
             snprintf(why, whylen, "the recovered Raft state cannot be loaded");
             goto fail;
         }
-    } else if (cfg->controller.npeers == 1) {
-        /* The only member: nobody else could run a cluster with this configuration. */
-        code = start_raft(n, &rec, true);
-        if (code != 0) {
-            snprintf(why, whylen, "cannot bootstrap the Raft state");
-            goto fail;
-        }
     } else {
+        /* Empty: the controller decides whether to found a cluster or join one. */
         transport_set_local_state(n->tr, false, NULL);
-        n->boot_deadline_ms = node_now_ms() + BOOT_WAIT_MIN_MS +
-                              2ull * cfg->raft.election_timeout_ms;
-        struct timeval tv = {0, 100000};
-        evtimer_add(n->ev_boot, &tv);
         node_report_status(n, true);
     }
     storage_recovered_free(&rec);
@@ -1120,46 +1000,12 @@ fail:
 
 /* ---- shutdown --------------------------------------------------------------------- */
 
-static void on_stop_check(evutil_socket_t fd, short what, void *arg)
-{
-    struct node *n = arg;
-    (void)fd;
-    (void)what;
-    /* Nothing to hand over (not leading, or the only voter): stop at once. */
-    bool moved = n->raft == NULL || n->role != RAFT_LEADER || !n->stop_transfer;
-    uint64_t now = node_now_ms();
-    if (moved && n->stop_moved_ms == 0)
-        n->stop_moved_ms = now;
-    /*
-     * After the hand-over, stay a moment (until the new leader is known here, at most
-     * STOP_LINGER_MS) so that requests forwarded to it get their answers back through us.
-     */
-    bool settled = moved && (n->raft == NULL || !n->stop_transfer ||
-                             (n->leader != 0 && n->leader != n->id) ||
-                             now - n->stop_moved_ms >= STOP_LINGER_MS);
-    if (settled && n->raft != NULL && now - n->stop_moved_ms < STOP_LINGER_MS &&
-        node_api_waiting(n) > 0)
-        settled = false;
-    if (settled || now >= n->stop_deadline_ms) {
-        if (!moved)
-            log_event(LOG_WARN, "raftd", "leadership not handed over in time; stopping anyway",
-                      NULL);
-        else if (n->raft)
-            log_event(LOG_INFO, "raftd", "stopped", "leader=%u", n->leader);
-        event_base_loopbreak(n->base);
-        return;
-    }
-    struct timeval tv = {0, 10000};
-    event_base_once(n->base, -1, EV_TIMEOUT, on_stop_check, n, &tv);
-}
-
-void node_shutdown(struct node *n)
+bool node_begin_stop(struct node *n)
 {
     if (n->stopping)
-        return;
+        return n->stop_transfer;
     n->stopping = true;
     node_report_status(n, true);
-    node_api_fail_all(n, "this replica is shutting down");
     if (n->raft != NULL && n->role == RAFT_LEADER) {
         const struct raft_config *c = raft_get_config(n->raft);
         if (raft_config_voters(c) > 1) {
@@ -1167,14 +1013,10 @@ void node_shutdown(struct node *n)
             log_event(LOG_INFO, "raftd", "handing leadership over before stopping", NULL);
             struct raft_event ev = {.type = RAFT_EV_TRANSFER, .now = node_now_ms()};
             ev.target = 0;
-            node_step(n, &ev);
+            node_step(n, &ev, NULL, NULL);
         }
     }
-    uint64_t wait = 2ull * n->cfg->raft.election_timeout_ms;
-    if (wait > 3000)
-        wait = 3000;
-    n->stop_deadline_ms = node_now_ms() + wait;
-    on_stop_check(-1, 0, n);
+    return n->stop_transfer;
 }
 
 void node_enable_status(struct node *n)
@@ -1188,29 +1030,10 @@ int node_exit_code(const struct node *n)
     return n->exit_code;
 }
 
-void node_log_status(const struct node *n)
-{
-    struct raft_status rs;
-    memset(&rs, 0, sizeof(rs));
-    if (n->raft)
-        raft_get_status(n->raft, &rs);
-    log_event(LOG_INFO, "raftd", "status",
-              "node=%u role=%s term=%llu leader=%u commit=%llu applied=%llu last=%llu "
-              "snapshot=%llu waiting=%zu",
-              n->id, n->raft ? raft_role_name(rs.role) : "none", (unsigned long long)rs.term,
-              rs.leader, (unsigned long long)rs.commit, (unsigned long long)n->applied,
-              (unsigned long long)rs.last_index, (unsigned long long)n->snapshot_index,
-              node_api_waiting(n));
-}
-
 void node_free(struct node *n)
 {
     if (n == NULL)
         return;
-    node_api_fail_all(n, "this replica is shutting down");
-    httpd_free(n->metrics);
-    api_free(n->api);
-    forwarder_free(n->fwd);
     while (n->held_head) {
         struct held_msgs *h = n->held_head;
         n->held_head = h->next;
@@ -1236,8 +1059,6 @@ void node_free(struct node *n)
         event_free(n->ev_storage);
     if (n->ev_tick)
         event_free(n->ev_tick);
-    if (n->ev_boot)
-        event_free(n->ev_boot);
     if (n->ev_status)
         event_free(n->ev_status);
     if (n->ev_snap)
@@ -1248,6 +1069,5 @@ void node_free(struct node *n)
         close(n->snap_pipe[1]);
     raft_free(n->raft);
     fsm_free(n->fsm);
-    node_api_fini(n);
     free(n);
 }

@@ -17,7 +17,7 @@
  * on a write means "unknown": the entry may still commit, and a retry with the same
  * (client_id, seq) is answered from the session table instead of applied twice.
  */
-#include "node_int.h"
+#include "node_api.h"
 
 #include "log.h"
 #include "util.h"
@@ -32,29 +32,90 @@
 #define MAX_TIMEOUT_MS 60000
 #define SWEEP_MS 100
 
+/* A client waiting for its proposal (a command or a membership change) to be applied. */
+struct prop_waiter {
+    struct prop_waiter *next;
+    uint64_t index;
+    uint64_t term;
+    uint64_t deadline_ms;
+    struct api_call *call;
+    int kind; /* WAIT_FSM, WAIT_CHANGE */
+};
+
+enum { WAIT_FSM = 1, WAIT_CHANGE = 2 };
+
+/* A client waiting for a linearizable read, or for a transfer to finish. */
+struct read_waiter {
+    struct read_waiter *next;
+    uint64_t read_id;
+    uint64_t index; /* set once the core released the read */
+    bool released;
+    uint64_t deadline_ms;
+    struct api_call *call;
+    Spur__Api__Request *req; /* borrowed from the call */
+};
+
+/* A proposal queued for the next batch. */
+struct pending_prop {
+    uint8_t *data; /* owned; fsm command bytes */
+    size_t len;
+    struct api_call *call; /* NULL for internal proposals */
+    uint64_t deadline_ms;
+    void (*refused)(void *arg); /* internal proposals: told when the core refuses */
+    void *refused_arg;
+};
+
+/* Ownership: see node_api.h. The waiter lists own their nodes, not the calls' requests. */
+struct node_api {
+    struct node *n;          /* borrowed */
+    struct forwarder *fwd;   /* borrowed */
+    struct prop_waiter *props_head, *props_tail; /* sorted by index */
+    struct read_waiter *reads;
+    struct read_waiter *transfers; /* waiting for leadership to move */
+    struct pending_prop *batch;
+    size_t nbatch, capbatch;
+    struct event *ev_flush;
+    struct event *ev_sweep;
+    struct node_api_stats stats;
+};
+
 static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_sweep(evutil_socket_t fd, short what, void *arg);
 
-int node_api_init(struct node *n)
+struct node_api *node_api_new(struct node *n, struct forwarder *fwd)
 {
-    n->ev_flush = event_new(n->base, -1, 0, on_flush, n);
-    n->ev_sweep = event_new(n->base, -1, EV_PERSIST, on_sweep, n);
-    if (n->ev_flush == NULL || n->ev_sweep == NULL)
-        return -1;
+    struct node_api *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        return NULL;
+    a->n = n;
+    a->fwd = fwd;
+    a->ev_flush = event_new(n->base, -1, 0, on_flush, a);
+    a->ev_sweep = event_new(n->base, -1, EV_PERSIST, on_sweep, a);
+    if (a->ev_flush == NULL || a->ev_sweep == NULL) {
+        node_api_free(a);
+        return NULL;
+    }
     struct timeval tv = {0, SWEEP_MS * 1000};
-    event_add(n->ev_sweep, &tv);
-    return 0;
+    event_add(a->ev_sweep, &tv);
+    return a;
 }
 
-void node_api_fini(struct node *n)
+void node_api_free(struct node_api *a)
 {
-    if (n->ev_flush)
-        event_free(n->ev_flush);
-    if (n->ev_sweep)
-        event_free(n->ev_sweep);
-    n->ev_flush = n->ev_sweep = NULL;
-    free(n->batch);
-    n->batch = NULL;
+    if (a == NULL)
+        return;
+    node_api_fail_all(a, "this replica is shutting down");
+    if (a->ev_flush)
+        event_free(a->ev_flush);
+    if (a->ev_sweep)
+        event_free(a->ev_sweep);
+    free(a->batch);
+    free(a);
+}
+
+void node_api_get_stats(const struct node_api *a, struct node_api_stats *out)
+{
+    *out = a->stats;
 }
 
 static uint64_t deadline_of(const Spur__Api__Request *req)
@@ -117,8 +178,9 @@ static void on_forwarded(void *arg, Spur__Api__Response *resp, const char *err)
 }
 
 /* Forward to the leader, or answer UNAVAILABLE when that is not possible. */
-static void forward_or_refuse(struct node *n, struct api_call *call, Spur__Api__Request *req)
+static void forward_or_refuse(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
 {
+    struct node *n = a->n;
     const char *addr = node_leader_api(n);
     if (n->leader == 0 || n->leader == n->id || addr == NULL || addr[0] == '\0' ||
         req->hops > 0) {
@@ -126,16 +188,16 @@ static void forward_or_refuse(struct node *n, struct api_call *call, Spur__Api__
         return;
     }
     uint64_t left = deadline_of(req) - node_now_ms();
-    if (forwarder_send(n->fwd, addr, req, (uint32_t)left, on_forwarded, call) != 0) {
+    if (forwarder_send(a->fwd, addr, req, (uint32_t)left, on_forwarded, call) != 0) {
         reply_unavailable(n, call);
         return;
     }
-    n->forwarded++;
+    a->stats.forwarded++;
 }
 
 /* ---- proposals -------------------------------------------------------------------- */
 
-static void add_prop_waiter(struct node *n, struct api_call *call, uint64_t index,
+static void add_prop_waiter(struct node_api *a, struct api_call *call, uint64_t index,
                             uint64_t term, int kind, uint64_t deadline)
 {
     struct prop_waiter *w = calloc(1, sizeof(*w));
@@ -149,73 +211,79 @@ static void add_prop_waiter(struct node *n, struct api_call *call, uint64_t inde
     w->call = call;
     w->deadline_ms = deadline;
     /* Proposals get increasing indexes, so the list stays sorted by appending. */
-    if (n->props_tail)
-        n->props_tail->next = w;
+    if (a->props_tail)
+        a->props_tail->next = w;
     else
-        n->props_head = w;
-    n->props_tail = w;
+        a->props_head = w;
+    a->props_tail = w;
 }
 
-static void queue_proposal(struct node *n, uint8_t *data, size_t len, struct api_call *call,
-                           uint64_t deadline_ms)
+static void queue_proposal(struct node_api *a, uint8_t *data, size_t len, struct api_call *call,
+                           uint64_t deadline_ms, void (*refused)(void *), void *refused_arg)
 {
-    if (n->nbatch == n->capbatch) {
-        size_t ncap = n->capbatch ? n->capbatch * 2 : 64;
-        struct pending_prop *nb = realloc(n->batch, ncap * sizeof(*nb));
+    if (a->nbatch == a->capbatch) {
+        size_t ncap = a->capbatch ? a->capbatch * 2 : 64;
+        struct pending_prop *nb = realloc(a->batch, ncap * sizeof(*nb));
         if (nb == NULL) {
             free(data);
             if (call)
                 api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
             return;
         }
-        n->batch = nb;
-        n->capbatch = ncap;
+        a->batch = nb;
+        a->capbatch = ncap;
     }
-    n->batch[n->nbatch++] =
-        (struct pending_prop){.data = data, .len = len, .call = call, .deadline_ms = deadline_ms};
-    if (n->nbatch == 1)
-        event_active(n->ev_flush, EV_TIMEOUT, 0);
+    a->batch[a->nbatch++] = (struct pending_prop){.data = data,
+                                                  .len = len,
+                                                  .call = call,
+                                                  .deadline_ms = deadline_ms,
+                                                  .refused = refused,
+                                                  .refused_arg = refused_arg};
+    if (a->nbatch == 1)
+        event_active(a->ev_flush, EV_TIMEOUT, 0);
 }
 
-void node_api_propose_internal(struct node *n, uint8_t *data, size_t len)
+void node_api_propose_internal(struct node_api *a, uint8_t *data, size_t len,
+                               void (*refused)(void *arg), void *arg)
 {
-    queue_proposal(n, data, len, NULL, 0);
+    queue_proposal(a, data, len, NULL, 0, refused, arg);
 }
 
 /*
  * Propose everything queued in this loop turn as one batch: one step, one persist request,
  * one round of AppendEntries for all of them.
  */
-void node_api_flush(struct node *n)
+static void flush(struct node_api *a)
 {
-    size_t cnt = n->nbatch;
+    struct node *n = a->n;
+    size_t cnt = a->nbatch;
     if (cnt == 0)
         return;
     struct raft_proposal *props = calloc(cnt, sizeof(*props));
     if (props == NULL) {
         for (size_t i = 0; i < cnt; i++) {
-            if (n->batch[i].call)
-                api_reply_error(n->batch[i].call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL,
+            if (a->batch[i].call)
+                api_reply_error(a->batch[i].call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL,
                                 "out of memory");
-            free(n->batch[i].data);
+            free(a->batch[i].data);
         }
-        n->nbatch = 0;
+        a->nbatch = 0;
         return;
     }
     for (size_t i = 0; i < cnt; i++) {
-        props[i].data = n->batch[i].data;
-        props[i].len = (uint32_t)n->batch[i].len;
+        props[i].data = a->batch[i].data;
+        props[i].len = (uint32_t)a->batch[i].len;
     }
     struct raft_event ev = {.type = RAFT_EV_PROPOSE, .now = node_now_ms()};
     ev.propose.entries = props;
     ev.propose.n = (uint32_t)cnt;
     raft_index first = 0;
     raft_term term = 0;
-    n->nbatch = 0; /* proposals made while stepping start a new batch */
-    struct pending_prop *batch = n->batch;
-    n->batch = NULL;
-    n->capbatch = 0;
-    int rc = node_step_ex(n, &ev, &first, &term, NULL);
+    a->nbatch = 0; /* proposals made while stepping start a new batch */
+    struct pending_prop *batch = a->batch;
+    a->batch = NULL;
+    a->capbatch = 0;
+    int rc = node_step(n, &ev, &first, &term);
     char busy[160] = "";
     if (rc == RAFT_EBUSY && n->raft != NULL) {
         /* BUSY: nothing was appended, so a retry cannot apply anything twice */
@@ -234,14 +302,14 @@ void node_api_flush(struct node *n)
         struct api_call *call = batch[i].call;
         free(batch[i].data);
         if (call == NULL) {
-            /* A refused internal proposal (partitions, settings): propose it again later. */
-            if (rc != RAFT_OK)
-                n->config_sync_term = 0;
+            /* A refused internal proposal (partitions, settings): its owner proposes again. */
+            if (rc != RAFT_OK && batch[i].refused)
+                batch[i].refused(batch[i].refused_arg);
             continue;
         }
         if (rc == RAFT_OK) {
-            n->proposals++;
-            add_prop_waiter(n, call, first + i, term, WAIT_FSM, batch[i].deadline_ms);
+            a->stats.proposals++;
+            add_prop_waiter(a, call, first + i, term, WAIT_FSM, batch[i].deadline_ms);
         } else if (rc == RAFT_ENOTLEADER) {
             reply_unavailable(n, call);
         } else if (rc == RAFT_EINVAL) {
@@ -266,13 +334,14 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    node_api_flush(arg);
+    flush(arg);
 }
 
-static void write_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+static void write_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
 {
+    struct node *n = a->n;
     if (n->role != RAFT_LEADER) {
-        forward_or_refuse(n, call, req);
+        forward_or_refuse(a, call, req);
         return;
     }
     /*
@@ -303,16 +372,18 @@ static void write_op(struct node *n, struct api_call *call, Spur__Api__Request *
                         n->cfg->controller.max_frame_bytes - 1024);
         return;
     }
-    queue_proposal(n, data, len, call, deadline_of(req));
+    queue_proposal(a, data, len, call, deadline_of(req), NULL, NULL);
 }
 
-void node_api_applied(struct node *n, const struct raft_entry *e, struct fsm_reply *reply)
+static void complete_props(struct node_api *a, const struct raft_entry *e,
+                           const struct fsm_reply *reply)
 {
-    while (n->props_head && n->props_head->index <= e->index) {
-        struct prop_waiter *w = n->props_head;
-        n->props_head = w->next;
-        if (n->props_head == NULL)
-            n->props_tail = NULL;
+    struct node *n = a->n;
+    while (a->props_head && a->props_head->index <= e->index) {
+        struct prop_waiter *w = a->props_head;
+        a->props_head = w->next;
+        if (a->props_head == NULL)
+            a->props_tail = NULL;
         if (w->index < e->index || w->term != e->term) {
             api_reply_error(w->call, SPUR__API__CODE__CODE_UNAVAILABLE, n->leader,
                             node_leader_api(n),
@@ -336,9 +407,10 @@ void node_api_applied(struct node *n, const struct raft_entry *e, struct fsm_rep
 
 /* ---- reads ------------------------------------------------------------------------ */
 
-static void serve_read(struct node *n, struct api_call *call, Spur__Api__Request *req,
+static void serve_read(struct node_api *a, struct api_call *call, Spur__Api__Request *req,
                        bool stale)
 {
+    struct node *n = a->n;
     struct fsm_read rd;
     memset(&rd, 0, sizeof(rd));
     if (req->op_case == SPUR__API__REQUEST__OP_GET_JOBS && req->get_jobs != NULL) {
@@ -356,15 +428,16 @@ static void serve_read(struct node *n, struct api_call *call, Spur__Api__Request
     leader_fields(n, &rd.resp);
     api_reply(call, &rd.resp);
     fsm_read_free(&rd);
-    n->reads_served++;
+    a->stats.reads_served++;
     if (stale)
-        n->stale_reads++;
+        a->stats.stale_reads++;
 }
 
-static void read_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+static void read_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
 {
+    struct node *n = a->n;
     if (req->local_read) {
-        serve_read(n, call, req, true);
+        serve_read(a, call, req, true);
         return;
     }
     if (n->raft == NULL) {
@@ -376,18 +449,18 @@ static void read_op(struct node *n, struct api_call *call, Spur__Api__Request *r
         api_reply_error(call, SPUR__API__CODE__CODE_INTERNAL, 0, NULL, "out of memory");
         return;
     }
-    w->read_id = ++n->next_read_id;
+    w->read_id = node_new_read_id(n);
     w->call = call;
     w->req = req;
     w->deadline_ms = deadline_of(req);
-    w->next = n->reads;
-    n->reads = w;
+    w->next = a->reads;
+    a->reads = w;
     struct raft_event ev = {.type = RAFT_EV_READ, .now = node_now_ms()};
     ev.read_id = w->read_id;
-    int rc = node_step_ex(n, &ev, NULL, NULL, NULL);
+    int rc = node_step(n, &ev, NULL, NULL);
     if (rc != RAFT_OK) {
         /* Not registered with the core: answer now. */
-        for (struct read_waiter **pp = &n->reads; *pp; pp = &(*pp)->next) {
+        for (struct read_waiter **pp = &a->reads; *pp; pp = &(*pp)->next) {
             if (*pp == w) {
                 *pp = w->next;
                 break;
@@ -403,10 +476,11 @@ static void read_op(struct node *n, struct api_call *call, Spur__Api__Request *r
     }
 }
 
-void node_api_reads_released(struct node *n, const struct raft_read_state *rs, size_t nrs)
+static void reads_released(struct node_api *a, const struct raft_read_state *rs, size_t nrs)
 {
+    struct node *n = a->n;
     for (size_t i = 0; i < nrs; i++) {
-        for (struct read_waiter **pp = &n->reads; *pp; pp = &(*pp)->next) {
+        for (struct read_waiter **pp = &a->reads; *pp; pp = &(*pp)->next) {
             struct read_waiter *w = *pp;
             if (w->read_id != rs[i].id)
                 continue;
@@ -421,17 +495,17 @@ void node_api_reads_released(struct node *n, const struct raft_read_state *rs, s
             break;
         }
     }
-    node_api_serve_ready_reads(n);
 }
 
-void node_api_serve_ready_reads(struct node *n)
+static void serve_ready_reads(struct node_api *a)
 {
-    struct read_waiter **pp = &n->reads;
+    struct node *n = a->n;
+    struct read_waiter **pp = &a->reads;
     while (*pp) {
         struct read_waiter *w = *pp;
         if (w->released && n->applied >= w->index) {
             *pp = w->next;
-            serve_read(n, w->call, w->req, false);
+            serve_read(a, w->call, w->req, false);
             free(w);
         } else {
             pp = &w->next;
@@ -505,10 +579,11 @@ static void reply_status(struct node *n, struct api_call *call)
     api_reply(call, &r);
 }
 
-static void membership_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+static void membership_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
 {
+    struct node *n = a->n;
     if (n->role != RAFT_LEADER) {
-        forward_or_refuse(n, call, req);
+        forward_or_refuse(a, call, req);
         return;
     }
     struct raft_event ev = {.type = RAFT_EV_CHANGE, .now = node_now_ms()};
@@ -540,12 +615,12 @@ static void membership_op(struct node *n, struct api_call *call, Spur__Api__Requ
     }
     raft_index idx = 0;
     raft_term term = 0;
-    int rc = node_step_ex(n, &ev, &idx, &term, NULL);
+    int rc = node_step(n, &ev, &idx, &term);
     switch (rc) {
     case RAFT_OK:
         log_event(LOG_INFO, "raftd", "membership change proposed", "change=%s id=%u index=%llu",
                   log_q(what), ev.change.id, (unsigned long long)idx);
-        add_prop_waiter(n, call, idx, term, WAIT_CHANGE, deadline_of(req));
+        add_prop_waiter(a, call, idx, term, WAIT_CHANGE, deadline_of(req));
         break;
     case RAFT_ENOTLEADER:
         reply_unavailable(n, call);
@@ -569,10 +644,11 @@ static void membership_op(struct node *n, struct api_call *call, Spur__Api__Requ
     }
 }
 
-static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Request *req)
+static void transfer_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
 {
+    struct node *n = a->n;
     if (n->role != RAFT_LEADER) {
-        forward_or_refuse(n, call, req);
+        forward_or_refuse(a, call, req);
         return;
     }
     uint32_t target = req->transfer_leader->target_id;
@@ -582,7 +658,7 @@ static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Reques
     }
     struct raft_event ev = {.type = RAFT_EV_TRANSFER, .now = node_now_ms()};
     ev.target = target;
-    int rc = node_step_ex(n, &ev, NULL, NULL, NULL);
+    int rc = node_step(n, &ev, NULL, NULL);
     if (rc != RAFT_OK) {
         api_reply_error(call, rc == RAFT_EBUSY ? SPUR__API__CODE__CODE_BUSY
                                                : SPUR__API__CODE__CODE_CONFLICT,
@@ -604,29 +680,48 @@ static void transfer_op(struct node *n, struct api_call *call, Spur__Api__Reques
     w->index = target;
     uint64_t max = 2ull * n->cfg->raft.election_timeout_ms + 1000;
     w->deadline_ms = node_now_ms() + max;
-    w->next = n->transfers;
-    n->transfers = w;
+    w->next = a->transfers;
+    a->transfers = w;
 }
 
-void node_api_leader_changed(struct node *n)
+static void leader_changed(struct node_api *a)
 {
+    struct node *n = a->n;
     /* Transfers waiting here are over once another replica is known to lead; until then
      * they wait (or reach their deadline in the sweep). */
     if (n->role == RAFT_LEADER || n->leader == 0 || n->leader == n->id)
         return;
-    while (n->transfers) {
-        struct read_waiter *w = n->transfers;
-        n->transfers = w->next;
+    while (a->transfers) {
+        struct read_waiter *w = a->transfers;
+        a->transfers = w->next;
         reply_done(n, w->call);
         free(w);
     }
+}
+
+/*
+ * The node's applied hook, once per step: the entries applied (answer their proposals),
+ * the reads released (serve those the applied index has reached), a change of leader
+ * (transfers waiting here are over).
+ */
+void node_api_applied(struct node_api *a, const struct node_applied *ap)
+{
+    for (size_t i = 0; i < ap->n_entries; i++)
+        complete_props(a, ap->entries[i].entry, ap->entries[i].reply);
+    if (ap->n_reads > 0)
+        reads_released(a, ap->reads, ap->n_reads); /* skips ids it does not wait for */
+    if (ap->n_reads > 0 || ap->state_moved)
+        serve_ready_reads(a);
+    if (ap->leadership_changed)
+        leader_changed(a);
 }
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req)
 {
-    struct node *n = arg;
+    struct node_api *a = arg;
+    struct node *n = a->n;
     if (n->stopping && (n->role == RAFT_LEADER || n->raft == NULL)) {
         /*
          * Handing leadership over: no new proposals here. Once it has moved, a stopping
@@ -645,22 +740,22 @@ void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req
         reply_status(n, call);
         return;
     case SPUR__API__REQUEST__OP_TRANSFER_LEADER:
-        transfer_op(n, call, req);
+        transfer_op(a, call, req);
         return;
     case SPUR__API__REQUEST__OP_ADD_LEARNER:
     case SPUR__API__REQUEST__OP_PROMOTE:
     case SPUR__API__REQUEST__OP_REMOVE:
-        membership_op(n, call, req);
+        membership_op(a, call, req);
         return;
     default:
         break;
     }
     switch (fsm_op_kind(req)) {
     case FSM_OP_WRITE:
-        write_op(n, call, req);
+        write_op(a, call, req);
         return;
     case FSM_OP_READ:
-        read_op(n, call, req);
+        read_op(a, call, req);
         return;
     default:
         api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
@@ -679,18 +774,19 @@ static void timeout_reply(struct node *n, struct api_call *call, bool write)
                           : "no answer in time (no quorum?)");
 }
 
-void node_api_sweep(struct node *n)
+static void sweep(struct node_api *a)
 {
+    struct node *n = a->n;
     uint64_t now = node_now_ms();
     /* Proposals: expire in place (the list must stay sorted by index). */
-    struct prop_waiter **pp = &n->props_head;
+    struct prop_waiter **pp = &a->props_head;
     struct prop_waiter *prev = NULL;
     while (*pp) {
         struct prop_waiter *w = *pp;
         if (now >= w->deadline_ms) {
             *pp = w->next;
-            if (n->props_tail == w)
-                n->props_tail = prev;
+            if (a->props_tail == w)
+                a->props_tail = prev;
             timeout_reply(n, w->call, true);
             free(w);
         } else {
@@ -698,7 +794,7 @@ void node_api_sweep(struct node *n)
             pp = &w->next;
         }
     }
-    struct read_waiter **rp = &n->reads;
+    struct read_waiter **rp = &a->reads;
     while (*rp) {
         struct read_waiter *w = *rp;
         if (now >= w->deadline_ms) {
@@ -709,7 +805,7 @@ void node_api_sweep(struct node *n)
             rp = &w->next;
         }
     }
-    rp = &n->transfers;
+    rp = &a->transfers;
     while (*rp) {
         struct read_waiter *w = *rp;
         if (now >= w->deadline_ms) {
@@ -727,28 +823,28 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    node_api_sweep(arg);
+    sweep(arg);
 }
 
-void node_api_fail_all(struct node *n, const char *why)
+void node_api_fail_all(struct node_api *a, const char *why)
 {
-    for (size_t i = 0; i < n->nbatch; i++) {
-        if (n->batch[i].call)
-            api_reply_error(n->batch[i].call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "%s",
+    for (size_t i = 0; i < a->nbatch; i++) {
+        if (a->batch[i].call)
+            api_reply_error(a->batch[i].call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "%s",
                             why);
-        free(n->batch[i].data);
+        free(a->batch[i].data);
     }
-    n->nbatch = 0;
-    while (n->props_head) {
-        struct prop_waiter *w = n->props_head;
-        n->props_head = w->next;
+    a->nbatch = 0;
+    while (a->props_head) {
+        struct prop_waiter *w = a->props_head;
+        a->props_head = w->next;
         api_reply_error(w->call, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL,
                         "%s; the write may still be applied (a retry is not applied twice)", why);
         free(w);
     }
-    n->props_tail = NULL;
-    struct read_waiter *lists[2] = {n->reads, n->transfers};
-    n->reads = n->transfers = NULL;
+    a->props_tail = NULL;
+    struct read_waiter *lists[2] = {a->reads, a->transfers};
+    a->reads = a->transfers = NULL;
     for (int k = 0; k < 2; k++) {
         while (lists[k]) {
             struct read_waiter *w = lists[k];
@@ -759,12 +855,12 @@ void node_api_fail_all(struct node *n, const char *why)
     }
 }
 
-size_t node_api_waiting(const struct node *n)
+size_t node_api_waiting(const struct node_api *a)
 {
-    size_t k = n->nbatch;
-    for (const struct prop_waiter *w = n->props_head; w; w = w->next)
+    size_t k = a->nbatch;
+    for (const struct prop_waiter *w = a->props_head; w; w = w->next)
         k++;
-    for (const struct read_waiter *w = n->reads; w; w = w->next)
+    for (const struct read_waiter *w = a->reads; w; w = w->next)
         k++;
     return k;
 }

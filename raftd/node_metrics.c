@@ -8,7 +8,7 @@
  * worker's own view (which is why they say nothing about stalls: a stalled worker does
  * not answer at all).
  */
-#include "node_int.h"
+#include "node_metrics.h"
 
 #include "buf.h"
 #include "util.h"
@@ -31,8 +31,11 @@ static const char *const job_state_names[FSM_JOB_NSTATES] = {
 static const char *const node_state_names[FSM_NODE_NSTATES] = {
     "unspecified", "idle", "allocated", "mixed", "down", "drained", "draining", "unknown"};
 
-static void render(struct node *n, struct buf *b)
+static void render(const struct node_metrics *m, struct buf *b)
 {
+    const struct node *n = m->node;
+    struct node_api_stats qs;
+    node_api_get_stats(m->reqs, &qs);
     struct raft_status rs;
     memset(&rs, 0, sizeof(rs));
     if (n->raft)
@@ -133,7 +136,7 @@ static void render(struct node *n, struct buf *b)
                        transport_peer_connected(n->tr, c->members[i].id) ? 1 : 0);
 
     struct api_stats as;
-    api_get_stats(n->api, &as);
+    api_get_stats(m->api, &as);
     counter(b, "spur_api_requests_total", "Client API requests received.",
             (double)as.requests);
     counter(b, "spur_api_refused_total", "Requests of another cluster or protocol version.",
@@ -142,15 +145,15 @@ static void render(struct node *n, struct buf *b)
             (double)as.bad_frames);
     gauge(b, "spur_api_connections", "Open client connections.", (double)as.connections);
     counter(b, "spur_api_forwarded_total", "Writes forwarded to the leader.",
-            (double)n->forwarded);
+            (double)qs.forwarded);
     counter(b, "spur_api_proposals_total", "Client writes proposed by this replica as leader.",
-            (double)n->proposals);
+            (double)qs.proposals);
     counter(b, "spur_api_reads_total", "Reads served (linearizable and local).",
-            (double)n->reads_served);
+            (double)qs.reads_served);
     counter(b, "spur_api_stale_reads_total", "Local (possibly stale) reads served.",
-            (double)n->stale_reads);
+            (double)qs.stale_reads);
     gauge(b, "spur_api_waiting", "Requests waiting for a commit or a read index.",
-          (double)node_api_waiting(n));
+          (double)node_api_waiting(m->reqs));
 
     struct fsm_stats fs;
     fsm_stats(n->fsm, &fs);
@@ -172,10 +175,11 @@ static void render(struct node *n, struct buf *b)
 
 void node_metrics_handler(void *arg, const char *path, struct httpd_reply *reply)
 {
-    struct node *n = arg;
+    const struct node_metrics *m = arg;
+    const struct node *n = m->node;
     if (strcmp(path, "/metrics") == 0) {
         reply->content_type = "text/plain; version=0.0.4; charset=utf-8";
-        render(n, &reply->body);
+        render(m, &reply->body);
     } else if (strcmp(path, "/healthz") == 0 || strcmp(path, "/livez") == 0) {
         buf_puts(&reply->body, "ok\n");
     } else if (strcmp(path, "/readyz") == 0) {

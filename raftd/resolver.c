@@ -514,7 +514,7 @@ int resolver_resolve(struct resolver *r, const char *hostport, struct sockaddr_s
     /* An IP literal is its own answer: no cache, no file, no packet. */
     if (netaddr_listen(hostport, ss, sl, why, sizeof(why)) == 0)
         return RESOLVER_OK;
-    if (cfg_split_hostport(hostport, host, sizeof(host), &port) != 0) {
+    if (netaddr_split_hostport(hostport, host, sizeof(host), &port) != 0) {
         snprintf(err, errlen, "\"%s\" is not HOST:PORT", hostport);
         return RESOLVER_FAILED;
     }
@@ -592,7 +592,7 @@ void resolver_failed(struct resolver *r, const char *hostport)
 {
     char host[NAME_MAX_LEN + 1];
     uint16_t port;
-    if (cfg_split_hostport(hostport, host, sizeof(host), &port) != 0)
+    if (netaddr_split_hostport(hostport, host, sizeof(host), &port) != 0)
         return;
     struct resolver_entry *e = entry_find(r, host);
     if (e == NULL || !e->pol.have_addr)

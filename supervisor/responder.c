@@ -170,7 +170,7 @@ static void probe_answer(void *arg, enum http_route route, int *code, const char
     if (worker_exited(r))
         in.worker_state = WORKER_DEAD;
     health_eval(&in, mono_ns(), &hz, &rz);
-    const struct health_answer *a = route == ROUTE_READYZ ? &rz : &hz;
+    const struct health_answer *a = route == HTTP_ROUTE_READYZ ? &rz : &hz;
     *code = a->code;
     *word = a->word; /* a static string of health.c */
 }

@@ -99,28 +99,58 @@ enum death_kind {
     DEATH_GRACE,         /* did not stop within shutdown_grace_ms; we killed it */
 };
 
+/*
+ * The supervisor's whole state: one instance, on sup_run()'s stack, for the life of the
+ * replica. Ownership, and what becomes of each resource when sup_run() returns:
+ *
+ *   - The event loop (base) and every event in it (ev_*) are ours; teardown() frees the
+ *     events, then the base. No event outlives sup_run().
+ *   - status_rfd, the read end of the status pipe, is ours alone (the write end went to
+ *     the worker as fd 3 and our copy was closed right after the fork). It stays open
+ *     after EOF (only its event is deleted) and teardown() closes it.
+ *   - worker_pidfd is ours; the responder gets a copy at its fork (to poll the worker's
+ *     death itself). teardown() closes ours.
+ *   - health_fd, the health listener, is ours and stays open while no responder runs, so
+ *     probes queue during a respawn; each responder gets a copy at its fork. teardown()
+ *     closes ours.
+ *   - worker_pid is our child and leads its own process group; resp_pid is our child in
+ *     a group of its own. finish() -> reap_everything() SIGKILLs the worker's group, the
+ *     responder and any other child left (found through /proc), and reaps them all
+ *     before sup_run() returns; the paths that return before the loop runs do the same
+ *     for what they had started.
+ *   - shm, the shared health page, is an anonymous shared mapping of ours that every
+ *     responder inherits; only we write it. It is not unmapped: it lives until our exit,
+ *     after the responder that reads it has been killed.
+ *   - fr, the status frame reader, owns its buffer; teardown() frees it.
+ *   - notify holds the systemd notification socket (when NOTIFY_SOCKET was set);
+ *     teardown() closes it, after finish() (when the loop ran) sent the last STATUS=.
+ *   - opt and cfg belong to the caller, who keeps them for the whole of sup_run().
+ *   - The signal dispositions and mask we inherited (orig_*) are copies, put back in
+ *     every child before it runs (child_restore_signals()), never in ourselves.
+ * Everything else is plain state.
+ */
 struct sup {
-    const struct sup_options *opt;
-    const struct cfg *cfg;
-    struct event_base *base;
-    struct event *ev_status;
-    struct event *ev_sig[NSIGS];
-    struct event *ev_tick;
-    struct event *ev_watchdog;
-    struct event *ev_respawn;
+    const struct sup_options *opt; /* the caller's */
+    const struct cfg *cfg;         /* the caller's: opt->cfg */
+    struct event_base *base;       /* owned; freed by teardown() */
+    struct event *ev_status;       /* owned: status_rfd readable */
+    struct event *ev_sig[NSIGS];   /* owned: one per handled signal */
+    struct event *ev_tick;         /* owned: every TICK_MS, stall and shutdown clocks */
+    struct event *ev_watchdog;     /* owned: systemd watchdog, when WATCHDOG_USEC is set */
+    struct event *ev_respawn;      /* owned: the responder's back-off timer */
 
-    struct health_shm *shm;
+    struct health_shm *shm;  /* owned mapping, shared with the responder; see above */
     struct health_inputs hi; /* our copy of what the page says */
-    struct notifier notify;
+    struct notifier notify;  /* owns the notification socket */
     sigset_t orig_mask;
     struct sigaction orig_act[NSIGS];
     struct sigaction orig_pipe;
 
     /* worker */
-    int status_rfd;
-    struct frame_reader fr;
-    pid_t worker_pid;
-    int worker_pidfd;
+    int status_rfd;          /* owned: the status pipe's read end, -1 before the fork */
+    struct frame_reader fr;  /* owns its buffer */
+    pid_t worker_pid;        /* our child, leader of its process group; 0 before the fork */
+    int worker_pidfd;        /* owned, -1 when pidfd_open() is not available */
     uint64_t worker_start_ns;
     bool worker_exited;
     int worker_wstatus;
@@ -145,8 +175,8 @@ struct sup {
     uint64_t stop_deadline_ns;
 
     /* health responder */
-    int health_fd;
-    pid_t resp_pid;
+    int health_fd;            /* owned: the listener, -1 when health.enabled is false */
+    pid_t resp_pid;           /* our child while one runs, else 0 */
     uint32_t resp_backoff_ms;
     uint64_t resp_started_ns;
 
@@ -187,11 +217,23 @@ static void child_restore_signals(struct sup *s)
     sigprocmask(SIG_SETMASK, &s->orig_mask, NULL);
 }
 
-static void block_all(sigset_t *old)
+/*
+ * fork() with every signal blocked, so that no handler of ours can run in the child before
+ * it puts back the dispositions it inherited; *old gets the mask for the parent to put
+ * back after its own bookkeeping. On failure the mask is back already and errno says why.
+ */
+static pid_t fork_blocked(sigset_t *old)
 {
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, old);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        sigprocmask(SIG_SETMASK, old, NULL);
+        errno = e;
+    }
+    return pid;
 }
 
 static int spawn_worker(struct sup *s)
@@ -229,11 +271,9 @@ static int spawn_worker(struct sup *s)
     argv[ac] = NULL;
 
     pid_t parent = getpid();
-    block_all(&old);
-    pid_t pid = fork();
+    pid_t pid = fork_blocked(&old);
     if (pid < 0) {
         int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
         close(pfd[0]);
         close(pfd[1]);
         log_event(LOG_ERROR, "sup", "cannot fork the worker", "err=\"%s\"", strerror(e));
@@ -289,13 +329,10 @@ static void spawn_responder(struct sup *s)
     if (s->health_fd < 0 || s->finished)
         return;
     pid_t parent = getpid();
-    block_all(&old);
-    pid_t pid = fork();
+    pid_t pid = fork_blocked(&old);
     if (pid < 0) {
-        int e = errno;
-        sigprocmask(SIG_SETMASK, &old, NULL);
         log_event(LOG_ERROR, "sup", "cannot fork the health responder", "err=\"%s\"",
-                  strerror(e));
+                  strerror(errno));
         return;
     }
     if (pid == 0) {

@@ -20,6 +20,7 @@
  *
  * Timings on a shared machine are indications, not pass/fail material (bench/README.md).
  */
+#include "cfg.h"
 #include "fsm.h"
 
 #include <inttypes.h>
@@ -81,7 +82,22 @@ static void setup(struct fsm *f, uint64_t t)
     size_t len;
     if (cfg_defaults(&c) != 0)
         die("cfg_defaults failed");
-    if (fsm_encode_set_partitions(&c, t, &buf, &len, err, sizeof(err)) != FSM_OK)
+    struct fsm_partition_conf parts[8];
+    if (c.npartitions > 8)
+        die("too many partitions in the defaults");
+    for (size_t i = 0; i < c.npartitions; i++)
+        parts[i] = (struct fsm_partition_conf){.name = c.partitions[i].name,
+                                               .nodes = c.partitions[i].nodes,
+                                               .is_default = c.partitions[i].is_default,
+                                               .up = c.partitions[i].up,
+                                               .max_nodes = c.partitions[i].max_nodes,
+                                               .max_time_min = c.partitions[i].max_time_min,
+                                               .max_cpus_per_node =
+                                                   c.partitions[i].max_cpus_per_node,
+                                               .max_mem_mb_per_node =
+                                                   c.partitions[i].max_mem_mb_per_node};
+    if (fsm_encode_set_partitions(parts, c.npartitions, t, &buf, &len, err, sizeof(err)) !=
+        FSM_OK)
         die(err);
     apply_or_die(f, buf, len);
     cfg_free(&c);

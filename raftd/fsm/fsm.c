@@ -371,25 +371,24 @@ static int split_nodes(struct fsm_arena *a, const char *list, char ***out, size_
 }
 
 /* The configuration's partitions as SetPartitions carries them, in the arena. */
-static int cfg_partitions(struct fsm_arena *a, const struct cfg *c, Spur__Api__Partition ***out)
+static int conf_partitions(struct fsm_arena *a, const struct fsm_partition_conf *cp, size_t n,
+                           Spur__Api__Partition ***out)
 {
-    size_t n = c->npartitions;
     Spur__Api__Partition **v = fsm_arena_alloc(a, n ? n : 1, sizeof(*v));
     Spur__Api__Partition *parts = fsm_arena_alloc(a, n ? n : 1, sizeof(*parts));
     if (v == NULL || parts == NULL)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        const struct cfg_partition *cp = &c->partitions[i];
         Spur__Api__Partition *p = &parts[i];
         spur__api__partition__init(p);
-        p->name = (char *)PB_STR(cp->name);
-        p->nodes_expr = (char *)PB_STR(cp->nodes);
-        p->is_default = cp->is_default;
-        p->up = cp->up;
-        p->max_nodes = cp->max_nodes;
-        p->max_time_min = cp->max_time_min;
-        p->max_cpus_per_node = cp->max_cpus_per_node;
-        p->max_mem_mb_per_node = cp->max_mem_mb_per_node;
+        p->name = (char *)PB_STR(cp[i].name);
+        p->nodes_expr = (char *)PB_STR(cp[i].nodes);
+        p->is_default = cp[i].is_default;
+        p->up = cp[i].up;
+        p->max_nodes = cp[i].max_nodes;
+        p->max_time_min = cp[i].max_time_min;
+        p->max_cpus_per_node = cp[i].max_cpus_per_node;
+        p->max_mem_mb_per_node = cp[i].max_mem_mb_per_node;
         if (strcasecmp(p->nodes_expr, "ALL") != 0 &&
             split_nodes(a, p->nodes_expr, &p->nodes, &p->n_nodes) != 0)
             return -1;
@@ -399,37 +398,38 @@ static int cfg_partitions(struct fsm_arena *a, const struct cfg *c, Spur__Api__P
     return 0;
 }
 
-bool fsm_partitions_differ(const struct fsm *f, const struct cfg *c)
+bool fsm_partitions_differ(const struct fsm *f, const struct fsm_partition_conf *conf, size_t n)
 {
     struct fsm_arena a;
     fsm_arena_init(&a);
     Spur__Api__Partition **parts;
     bool differ = true;
-    if (cfg_partitions(&a, c, &parts) == 0)
-        differ = !fsm_nodes_parts_equal(&f->nodes, parts, c->npartitions);
+    if (conf_partitions(&a, conf, n, &parts) == 0)
+        differ = !fsm_nodes_parts_equal(&f->nodes, parts, n);
     fsm_arena_free(&a);
     return differ;
 }
 
-bool fsm_settings_differ(const struct fsm *f, const struct cfg *c)
+bool fsm_settings_differ(const struct fsm *f, const struct fsm_settings_conf *s)
 {
-    return f->retention_s != c->controller.finished_job_retention_s ||
-           f->max_script_bytes != c->controller.max_script_bytes;
+    return f->retention_s != s->finished_job_retention_s ||
+           f->max_script_bytes != s->max_script_bytes;
 }
 
-int fsm_encode_set_partitions(const struct cfg *c, uint64_t time_ms, uint8_t **out, size_t *len,
-                              char *err, size_t errlen)
+int fsm_encode_set_partitions(const struct fsm_partition_conf *conf, size_t n,
+                              uint64_t time_ms, uint8_t **out, size_t *len, char *err,
+                              size_t errlen)
 {
     struct fsm_arena a;
     fsm_arena_init(&a);
     Spur__Api__Partition **parts;
     int rc = FSM_ENOMEM;
-    if (cfg_partitions(&a, c, &parts) == 0) {
-        if (fsm_nodes_check_parts(parts, c->npartitions, err, errlen) != 0) {
+    if (conf_partitions(&a, conf, n, &parts) == 0) {
+        if (fsm_nodes_check_parts(parts, n, err, errlen) != 0) {
             rc = FSM_EINVAL;
         } else {
             Spur__Fsm__SetPartitions sp = SPUR__FSM__SET_PARTITIONS__INIT;
-            sp.n_partitions = c->npartitions;
+            sp.n_partitions = n;
             sp.partitions = parts;
             Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
             cmd.time_ms = time_ms;
@@ -442,11 +442,12 @@ int fsm_encode_set_partitions(const struct cfg *c, uint64_t time_ms, uint8_t **o
     return rc;
 }
 
-int fsm_encode_set_settings(const struct cfg *c, uint64_t time_ms, uint8_t **out, size_t *len)
+int fsm_encode_set_settings(const struct fsm_settings_conf *conf, uint64_t time_ms, uint8_t **out,
+                            size_t *len)
 {
     Spur__Fsm__SetSettings s = SPUR__FSM__SET_SETTINGS__INIT;
-    s.finished_job_retention_s = c->controller.finished_job_retention_s;
-    s.max_script_bytes = c->controller.max_script_bytes;
+    s.finished_job_retention_s = conf->finished_job_retention_s;
+    s.max_script_bytes = conf->max_script_bytes;
     Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
     cmd.time_ms = time_ms;
     cmd.op_case = SPUR__FSM__COMMAND__OP_SET_SETTINGS;

@@ -57,7 +57,6 @@
 #ifndef SPUR_FSM_H
 #define SPUR_FSM_H
 
-#include "cfg.h"
 #include "fsm.pb-c.h"
 #include "spur.pb-c.h"
 
@@ -182,17 +181,40 @@ int fsm_restore(struct fsm *f, const uint8_t *bytes, size_t len, char *err, size
 
 /* ---- configuration -------------------------------------------------------------------- */
 
-bool fsm_partitions_differ(const struct fsm *f, const struct cfg *c);
-bool fsm_settings_differ(const struct fsm *f, const struct cfg *c);
 /*
- * SetPartitions with the configuration's partitions ("ALL" or a comma list, blanks and
- * repeats dropped). The check apply makes runs here first: FSM_EINVAL with err when the
+ * What the configuration file asks of the replicated state, as a plain value: the state
+ * machine knows nothing of the YAML configuration (common/cfg.h); the controller's policy
+ * (raftd/controller.c) fills these from it. The strings are borrowed for the call.
+ */
+struct fsm_partition_conf {
+    const char *name;
+    const char *nodes; /* "ALL" or a comma list of node names */
+    bool is_default;
+    bool up;
+    uint32_t max_nodes;           /* 0: no limit, as are the three below */
+    uint32_t max_time_min;
+    uint32_t max_cpus_per_node;
+    uint32_t max_mem_mb_per_node;
+};
+
+struct fsm_settings_conf {
+    uint32_t finished_job_retention_s;
+    uint32_t max_script_bytes;
+};
+
+bool fsm_partitions_differ(const struct fsm *f, const struct fsm_partition_conf *parts, size_t n);
+bool fsm_settings_differ(const struct fsm *f, const struct fsm_settings_conf *s);
+/*
+ * SetPartitions with these partitions ("ALL" or a comma list, blanks and repeats
+ * dropped). The check apply makes runs here first: FSM_EINVAL with err when the
  * configuration cannot be applied (then log it and do not propose).
  */
-int fsm_encode_set_partitions(const struct cfg *c, uint64_t time_ms, uint8_t **out, size_t *len,
-                              char *err, size_t errlen);
-/* SetSettings with controller.finished_job_retention_s and controller.max_script_bytes. */
-int fsm_encode_set_settings(const struct cfg *c, uint64_t time_ms, uint8_t **out, size_t *len);
+int fsm_encode_set_partitions(const struct fsm_partition_conf *parts, size_t n,
+                              uint64_t time_ms, uint8_t **out, size_t *len, char *err,
+                              size_t errlen);
+/* SetSettings with these settings (finished-job retention, largest job script). */
+int fsm_encode_set_settings(const struct fsm_settings_conf *s, uint64_t time_ms, uint8_t **out,
+                            size_t *len);
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 

@@ -3,6 +3,8 @@
  */
 #include "fsm_snap.h"
 
+#include "buf.h"
+
 #include "fsm_cmd.h"
 
 #include <inttypes.h>
@@ -22,30 +24,6 @@ enum {
 
 /* ---- writer ------------------------------------------------------------------------------ */
 
-struct wbuf {
-    uint8_t *p; /* owned until handed to the caller */
-    size_t len;
-    size_t cap;
-};
-
-static int wbuf_reserve(struct wbuf *b, size_t more)
-{
-    if (b->cap - b->len >= more)
-        return 0;
-    size_t cap = b->cap ? b->cap : 64 * 1024;
-    while (cap - b->len < more) {
-        if (cap > SIZE_MAX / 2)
-            return -1;
-        cap *= 2;
-    }
-    uint8_t *p = realloc(b->p, cap);
-    if (p == NULL)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
 static size_t put_varint(uint8_t *out, uint64_t v)
 {
     size_t n = 0;
@@ -58,18 +36,19 @@ static size_t put_varint(uint8_t *out, uint64_t v)
 }
 
 /* Append msg as a length-delimited field: tag, length, packed bytes. */
-static int put_record(struct wbuf *b, uint32_t field, const ProtobufCMessage *msg)
+static int put_record(struct buf *b, uint32_t field, const ProtobufCMessage *msg)
 {
     size_t size = protobuf_c_message_get_packed_size(msg);
-    if (wbuf_reserve(b, 20 + size) != 0)
+    if (!buf_reserve(b, 20 + size))
         return -1;
-    b->len += put_varint(b->p + b->len, ((uint64_t)field << 3) | 2u);
-    b->len += put_varint(b->p + b->len, size);
-    b->len += protobuf_c_message_pack(msg, b->p + b->len);
+    uint8_t *at = (uint8_t *)b->p;
+    b->len += put_varint(at + b->len, ((uint64_t)field << 3) | 2u);
+    b->len += put_varint(at + b->len, size);
+    b->len += protobuf_c_message_pack(msg, at + b->len);
     return 0;
 }
 
-static int write_header(const struct fsm *f, struct wbuf *b)
+static int write_header(const struct fsm *f, struct buf *b)
 {
     size_t n = f->nodes.nparts;
     Spur__Api__Partition *parts = calloc(n ? n : 1, sizeof(*parts));
@@ -96,7 +75,7 @@ static int write_header(const struct fsm *f, struct wbuf *b)
     return rc;
 }
 
-static int write_node(const struct fsm_node *node, struct wbuf *b)
+static int write_node(const struct fsm_node *node, struct buf *b)
 {
     static char empty[] = "";
     Spur__Fsm__NodeRecord r = SPUR__FSM__NODE_RECORD__INIT;
@@ -115,7 +94,7 @@ static int write_node(const struct fsm_node *node, struct wbuf *b)
     return put_record(b, F_NODE, &r.base);
 }
 
-static int write_session(const struct fsm_sess *s, struct wbuf *b)
+static int write_session(const struct fsm_sess *s, struct buf *b)
 {
     Spur__Fsm__SessionRecord r = SPUR__FSM__SESSION_RECORD__INIT;
     r.client_id = s->client_id;
@@ -133,7 +112,7 @@ struct flags {
     size_t cap;
 };
 
-static int write_job(const struct fsm_job *job, struct wbuf *b, struct flags *fl)
+static int write_job(const struct fsm_job *job, struct buf *b, struct flags *fl)
 {
     Spur__Fsm__JobRecord r = SPUR__FSM__JOB_RECORD__INIT;
     Spur__Api__JobSpec spec;
@@ -171,11 +150,12 @@ static int write_job(const struct fsm_job *job, struct wbuf *b, struct flags *fl
 
 int fsm_snap_write(const struct fsm *f, uint8_t **bytes, size_t *len)
 {
-    struct wbuf b = {0};
+    struct buf b;
     struct flags fl = {0};
+    buf_init(&b);
     /* About 100 bytes per job beyond its strings and script. */
     size_t guess = f->jobs.bytes + f->sess.bytes + f->jobs.count * 100 + f->nodes.n * 256 + 4096;
-    int rc = wbuf_reserve(&b, guess);
+    int rc = buf_reserve(&b, guess) ? 0 : -1;
     if (rc == 0)
         rc = write_header(f, &b);
     for (size_t i = 0; rc == 0 && i < f->nodes.n; i++)
@@ -187,10 +167,10 @@ int fsm_snap_write(const struct fsm *f, uint8_t **bytes, size_t *len)
             rc = write_job(f->jobs.order[i], &b, &fl);
     free(fl.v);
     if (rc != 0) {
-        free(b.p);
+        buf_free(&b);
         return FSM_ENOMEM;
     }
-    *bytes = b.p;
+    *bytes = (uint8_t *)b.p; /* the caller's now: free() */
     *len = b.len;
     return FSM_OK;
 }

@@ -8,6 +8,7 @@
  * loads again, and prints the same way again.
  */
 #include "cfg.h"
+#include "netaddr.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -43,13 +44,13 @@ static void check_values(const struct cfg *c)
     uint16_t port;
     CHECK(c->controller.npeers >= 1 && c->controller.npeers <= CFG_MAX_PEERS);
     for (size_t i = 0; i < c->controller.npeers; i++)
-        CHECK(cfg_split_hostport(c->controller.peers[i], host, sizeof(host), &port) == 0);
+        CHECK(netaddr_split_hostport(c->controller.peers[i], host, sizeof(host), &port) == 0);
     for (size_t i = 0; i < c->controller.nhosts; i++)
-        CHECK(cfg_split_hostport(c->controller.hosts[i], host, sizeof(host), &port) == 0);
-    CHECK(cfg_split_hostport(c->controller.listen, host, sizeof(host), &port) == 0);
-    CHECK(cfg_split_hostport(c->raft.listen, host, sizeof(host), &port) == 0);
-    CHECK(cfg_bind_address(c->health.bind, addr, sizeof(addr)) == 0);
-    CHECK(cfg_bind_address(c->metrics.bind, addr, sizeof(addr)) == 0);
+        CHECK(netaddr_split_hostport(c->controller.hosts[i], host, sizeof(host), &port) == 0);
+    CHECK(netaddr_split_hostport(c->controller.listen, host, sizeof(host), &port) == 0);
+    CHECK(netaddr_split_hostport(c->raft.listen, host, sizeof(host), &port) == 0);
+    CHECK(netaddr_bind_address(c->health.bind, addr, sizeof(addr)) == 0);
+    CHECK(netaddr_bind_address(c->metrics.bind, addr, sizeof(addr)) == 0);
     CHECK(c->controller.node_id <= c->controller.npeers);
     CHECK(c->supervisor.stall_timeout_ms > c->supervisor.heartbeat_ms);
     CHECK(c->supervisor.kill_timeout_ms >= c->supervisor.stall_timeout_ms);

@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void probe(void *arg, enum http_route route, int *code, const char **word)
 {
     (void)arg;
-    *code = route == ROUTE_READYZ ? 503 : 200;
-    *word = route == ROUTE_READYZ ? "noleader" : "ok";
+    *code = route == HTTP_ROUTE_READYZ ? 503 : 200;
+    *word = route == HTTP_ROUTE_READYZ ? "noleader" : "ok";
 }
 
 static void check_request(const struct http_request *r, const char *buf, size_t len,
@@ -42,9 +42,10 @@ static void check_request(const struct http_request *r, const char *buf, size_t 
     CHECK(r->method == HTTP_GET || r->method == HTTP_HEAD || r->method == HTTP_OTHER);
     CHECK(!(r->has_body && r->keep_alive));
     enum http_route route = http_route_of(r);
-    CHECK(route == ROUTE_HEALTHZ || route == ROUTE_READYZ || route == ROUTE_NOT_FOUND);
+    CHECK(route == HTTP_ROUTE_HEALTHZ || route == HTTP_ROUTE_READYZ ||
+          route == HTTP_ROUTE_NOT_FOUND);
     if (r->path_truncated)
-        CHECK(route == ROUTE_NOT_FOUND && strlen(r->path) == HTTP_PATH_MAX - 1);
+        CHECK(route == HTTP_ROUTE_NOT_FOUND && strlen(r->path) == HTTP_PATH_MAX - 1);
 
     /* The request must not depend on the bytes after it. */
     struct http_request alone;
@@ -58,8 +59,9 @@ static void check_request(const struct http_request *r, const char *buf, size_t 
           alone.path_truncated == r->path_truncated && strcmp(alone.path, r->path) == 0);
 
     char out[512];
-    size_t n = http_format_response(out, sizeof(out), route == ROUTE_NOT_FOUND ? 404 : 200, "ok\n",
-                                    r->method == HTTP_HEAD, r->keep_alive, r->method == HTTP_OTHER);
+    int code = route == HTTP_ROUTE_NOT_FOUND ? 404 : 200;
+    size_t n = http_format_response(out, sizeof(out), code, "ok\n", r->method == HTTP_HEAD,
+                                    r->keep_alive, r->method == HTTP_OTHER);
     CHECK(n > 0 && n < sizeof(out));
 }
 

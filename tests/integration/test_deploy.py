@@ -38,7 +38,7 @@ INIT_SCRIPT = EXAMPLES / "init.d" / "spurctld"
 MAN = REPO / "man"
 MAN_PAGES = sorted(p for p in MAN.glob("*.[1-8]"))
 
-# The routes supervisor/http.c serves; everything else is 404.
+# The routes common/http.c serves; everything else is 404.
 RESPONDER_ROUTES = {"/healthz", "/livez", "/readyz"}
 # What the supervisor needs after SIGABRT before SIGKILL (sup.c ABORT_TO_KILL_MS), and
 # to reap everything on the way out (FINAL_REAP_MS): margins for the timeouts below.

@@ -1,4 +1,4 @@
-"""The health responder and pipelined HTTP/1.1 (supervisor/responder.c, supervisor/http.c).
+"""The health responder and pipelined HTTP/1.1 (supervisor/responder.c, common/http.c).
 
 A client may send many requests in one write without waiting for the answers (HTTP/1.1
 pipelining). The responder must answer every complete request, in order, promptly, however

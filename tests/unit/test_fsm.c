@@ -10,6 +10,8 @@
  * trip bit for bit and a failed restore leaves the state alone; and a random log replayed
  * on a fresh state machine, or on one restored mid-way, ends in the same bytes.
  */
+#include "cfg.h"
+#include "controller.h"
 #include "fsm.h"
 #include "fsm_map.h"
 
@@ -1071,34 +1073,52 @@ START_TEST(test_partitions)
 }
 END_TEST
 
+/* The configuration's partitions and settings as the controller hands them over. */
+static struct controller_fsm_conf *conf_of(const struct cfg *c, struct controller_fsm_conf *out)
+{
+    controller_fsm_conf_free(out);
+    ck_assert_int_eq(controller_fsm_conf(c, out), 0);
+    return out;
+}
+
 START_TEST(test_config_sync)
 {
     struct t t;
     t_init_bare(&t, NULL);
     struct cfg c;
+    struct controller_fsm_conf k = {0};
     ck_assert_int_eq(cfg_defaults(&c), 0);
-    ck_assert(fsm_partitions_differ(t.f, &c));
-    ck_assert(!fsm_settings_differ(t.f, &c)); /* the built-in defaults match cfg's */
+    conf_of(&c, &k);
+    ck_assert(fsm_partitions_differ(t.f, k.parts, k.n));
+    conf_of(&c, &k);
+    ck_assert(!fsm_settings_differ(t.f, &k.settings)); /* the built-in defaults match cfg's */
 
     uint8_t *buf;
     size_t len;
     char err[FSM_ERR_MAX];
-    ck_assert_int_eq(fsm_encode_set_partitions(&c, t.now, &buf, &len, err, sizeof(err)), FSM_OK);
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_partitions(k.parts, k.n, t.now, &buf, &len, err, sizeof(err)),
+                     FSM_OK);
     struct fsm_reply reply;
     ck_assert_int_eq(fsm_apply(t.f, 1, buf, len, &reply), FSM_OK);
     ck_assert_int_eq(reply.resp->code, C_OK);
     fsm_reply_clear(&reply);
     free(buf);
-    ck_assert(!fsm_partitions_differ(t.f, &c));
+    conf_of(&c, &k);
+    ck_assert(!fsm_partitions_differ(t.f, k.parts, k.n));
 
     /* A list with blanks and repeats is cleaned up before it is proposed. */
     char *old = c.partitions[0].nodes;
     c.partitions[0].nodes = " b1, a1 ,,b1,c1";
-    ck_assert(fsm_partitions_differ(t.f, &c));
-    ck_assert_int_eq(fsm_encode_set_partitions(&c, t.now, &buf, &len, err, sizeof(err)), FSM_OK);
+    conf_of(&c, &k);
+    ck_assert(fsm_partitions_differ(t.f, k.parts, k.n));
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_partitions(k.parts, k.n, t.now, &buf, &len, err, sizeof(err)),
+                     FSM_OK);
     ck_assert_int_eq(fsm_apply(t.f, 2, buf, len, NULL), FSM_OK);
     free(buf);
-    ck_assert(!fsm_partitions_differ(t.f, &c));
+    conf_of(&c, &k);
+    ck_assert(!fsm_partitions_differ(t.f, k.parts, k.n));
     struct fsm_read rd;
     ck_assert_int_eq(fsm_get_partitions(t.f, NULL, &rd), FSM_OK);
     const Spur__Api__Partition *p = rd.resp.partitions->partitions[0];
@@ -1110,21 +1130,26 @@ START_TEST(test_config_sync)
 
     /* A configuration apply would refuse is refused here, before the log. */
     c.partitions[0].nodes = "ok1,bad/name";
-    ck_assert_int_eq(fsm_encode_set_partitions(&c, t.now, &buf, &len, err, sizeof(err)),
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_partitions(k.parts, k.n, t.now, &buf, &len, err, sizeof(err)),
                      FSM_EINVAL);
     ck_assert_msg(strstr(err, "bad/name") != NULL, "%s", err);
     c.partitions[0].nodes = old;
 
     /* Settings. */
     c.controller.finished_job_retention_s = 30;
-    ck_assert(fsm_settings_differ(t.f, &c));
-    ck_assert_int_eq(fsm_encode_set_settings(&c, t.now, &buf, &len), FSM_OK);
+    conf_of(&c, &k);
+    ck_assert(fsm_settings_differ(t.f, &k.settings));
+    conf_of(&c, &k);
+    ck_assert_int_eq(fsm_encode_set_settings(&k.settings, t.now, &buf, &len), FSM_OK);
     ck_assert_int_eq(fsm_apply(t.f, 3, buf, len, NULL), FSM_OK);
     free(buf);
-    ck_assert(!fsm_settings_differ(t.f, &c));
+    conf_of(&c, &k);
+    ck_assert(!fsm_settings_differ(t.f, &k.settings));
     struct fsm_stats st;
     fsm_stats(t.f, &st);
     ck_assert_uint_eq(st.finished_job_retention_s, 30);
+    controller_fsm_conf_free(&k);
     cfg_free(&c);
 
     set_settings(&t, 400u * 86400u, 100, C_INVALID, "retention");

@@ -1,6 +1,6 @@
 /*
- * test_http.c - the health responder's HTTP/1.x parser and response formatter
- * (supervisor/http.c).
+ * test_http.c - the HTTP/1.x parser and response formatter of the health responder and
+ * the metrics listener (common/http.c).
  *
  * Pinned here: methods, targets and query strings; keep-alive defaults of HTTP/1.0 and 1.1
  * and the Connection token lists that change them; bare LF line ends and leading empty
@@ -69,7 +69,7 @@ START_TEST(test_methods)
     expect_request("OPTIONS * HTTP/1.1\r\n\r\n", HTTP_OTHER, "*", true);
     struct http_request r;
     ck_assert_int_eq(parse("OPTIONS * HTTP/1.1\r\n\r\n", &r), HTTP_REQUEST);
-    ck_assert_int_eq(http_route_of(&r), ROUTE_NOT_FOUND);
+    ck_assert_int_eq(http_route_of(&r), HTTP_ROUTE_NOT_FOUND);
     expect_request("X-CUSTOM_1 /x HTTP/1.1\r\n\r\n", HTTP_OTHER, "/x", true);
     /* Methods are case-sensitive. */
     expect_request("get /healthz HTTP/1.1\r\n\r\n", HTTP_OTHER, "/healthz", true);
@@ -331,7 +331,7 @@ START_TEST(test_long_path)
     ck_assert_int_eq(parse(req, &r), HTTP_REQUEST);
     ck_assert(r.path_truncated);
     ck_assert_uint_eq(strlen(r.path), HTTP_PATH_MAX - 1);
-    ck_assert_int_eq(http_route_of(&r), ROUTE_NOT_FOUND);
+    ck_assert_int_eq(http_route_of(&r), HTTP_ROUTE_NOT_FOUND);
     ck_assert_uint_eq(r.consumed, strlen(req));
 
     /* A long query string does not truncate the path. */
@@ -341,7 +341,7 @@ START_TEST(test_long_path)
     snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\n\r\n", path);
     ck_assert_int_eq(parse(req, &r), HTTP_REQUEST);
     ck_assert(!r.path_truncated);
-    ck_assert_int_eq(http_route_of(&r), ROUTE_READYZ);
+    ck_assert_int_eq(http_route_of(&r), HTTP_ROUTE_READYZ);
 }
 END_TEST
 
@@ -351,11 +351,11 @@ START_TEST(test_routes)
         const char *path;
         enum http_route route;
     } cases[] = {
-        {"/healthz", ROUTE_HEALTHZ},    {"/livez", ROUTE_HEALTHZ},
-        {"/readyz", ROUTE_READYZ},      {"/", ROUTE_NOT_FOUND},
-        {"/healthz/", ROUTE_NOT_FOUND}, {"/HEALTHZ", ROUTE_NOT_FOUND},
-        {"/health", ROUTE_NOT_FOUND},   {"/readyzz", ROUTE_NOT_FOUND},
-        {"//readyz", ROUTE_NOT_FOUND},  {"/metrics", ROUTE_NOT_FOUND},
+        {"/healthz", HTTP_ROUTE_HEALTHZ},    {"/livez", HTTP_ROUTE_HEALTHZ},
+        {"/readyz", HTTP_ROUTE_READYZ},      {"/", HTTP_ROUTE_NOT_FOUND},
+        {"/healthz/", HTTP_ROUTE_NOT_FOUND}, {"/HEALTHZ", HTTP_ROUTE_NOT_FOUND},
+        {"/health", HTTP_ROUTE_NOT_FOUND},   {"/readyzz", HTTP_ROUTE_NOT_FOUND},
+        {"//readyz", HTTP_ROUTE_NOT_FOUND},  {"/metrics", HTTP_ROUTE_NOT_FOUND},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char req[128];
@@ -457,6 +457,61 @@ START_TEST(test_response_small_buffer)
 }
 END_TEST
 
+/* The metrics listener's head: its own content type, a body it sends itself. */
+START_TEST(test_format_head)
+{
+    char out[512];
+    size_t n = http_format_head(out, sizeof(out), 200, "text/plain; version=0.0.4", 12345, true,
+                                false);
+    const char *want = "HTTP/1.1 200 OK\r\n"
+                       "Content-Type: text/plain; version=0.0.4\r\n"
+                       "Content-Length: 12345\r\n"
+                       "Cache-Control: no-store\r\n"
+                       "Connection: keep-alive\r\n"
+                       "\r\n";
+    ck_assert_uint_eq(n, strlen(want));
+    ck_assert_str_eq(out, want);
+
+    n = http_format_head(out, sizeof(out), 405, "text/plain; charset=utf-8", 0, false, true);
+    want = "HTTP/1.1 405 Method Not Allowed\r\n"
+           "Content-Type: text/plain; charset=utf-8\r\n"
+           "Content-Length: 0\r\n"
+           "Cache-Control: no-store\r\n"
+           "Allow: GET, HEAD\r\n"
+           "Connection: close\r\n"
+           "\r\n";
+    ck_assert_uint_eq(n, strlen(want));
+    ck_assert_str_eq(out, want);
+
+    /* The head and its NUL must fit: one byte short is 0. */
+    size_t full = http_format_head(out, sizeof(out), 503, "x", 3, false, false);
+    ck_assert_uint_gt(full, 0);
+    ck_assert_uint_eq(http_format_head(out, full, 503, "x", 3, false, false), 0);
+    ck_assert_uint_eq(http_format_head(out, full + 1, 503, "x", 3, false, false), full);
+    ck_assert_str_eq(http_reason(503), "Service Unavailable");
+    ck_assert_str_eq(http_reason(418), "Unknown");
+}
+END_TEST
+
+/* A whole response is exactly its head followed by the body (GET) or the head alone. */
+START_TEST(test_response_is_head_and_body)
+{
+    char resp[512], head[512];
+    size_t n = http_format_response(resp, sizeof(resp), 404, "not found\n", false, false, false);
+    size_t h = http_format_head(head, sizeof(head), 404, "text/plain; charset=utf-8", 10, false,
+                                false);
+    ck_assert_uint_gt(h, 0);
+    ck_assert_uint_eq(n, h + 10);
+    ck_assert_int_eq(memcmp(resp, head, h), 0);
+    ck_assert_str_eq(resp + h, "not found\n");
+    /* Room for the head but not the body: 0, not a response cut after its head. */
+    ck_assert_uint_eq(
+        http_format_response(resp, h + 5, 404, "not found\n", false, false, false), 0);
+    ck_assert_uint_eq(http_format_response(resp, h + 1, 404, "not found\n", true, false, false),
+                      h);
+}
+END_TEST
+
 /* ---- http_serve: pipelining ---------------------------------------------------------- */
 
 struct probe_log {
@@ -471,8 +526,8 @@ static void fake_probe(void *arg, enum http_route route, int *code, const char *
     if (pl->calls < sizeof(pl->routes) / sizeof(pl->routes[0]))
         pl->routes[pl->calls] = route;
     pl->calls++;
-    *code = route == ROUTE_READYZ ? 503 : 200;
-    *word = route == ROUTE_READYZ ? "starting" : "ok";
+    *code = route == HTTP_ROUTE_READYZ ? 503 : 200;
+    *word = route == HTTP_ROUTE_READYZ ? "starting" : "ok";
 }
 
 /* n requests cycling through GET/HEAD and the routes; appended to buf. Returns length. */
@@ -509,13 +564,13 @@ static size_t reference_answers(const char *in, size_t len, char *out, size_t ca
         enum http_route route = http_route_of(&req);
         bool head = req.method == HTTP_HEAD;
         size_t n;
-        if (route == ROUTE_NOT_FOUND)
+        if (route == HTTP_ROUTE_NOT_FOUND)
             n = http_format_response(out + produced, cap - produced, 404, "not found\n", head,
                                      req.keep_alive, false);
         else if (req.method == HTTP_OTHER)
             n = http_format_response(out + produced, cap - produced, 405,
                                      "method not allowed\n", false, req.keep_alive, true);
-        else if (route == ROUTE_READYZ)
+        else if (route == HTTP_ROUTE_READYZ)
             n = http_format_response(out + produced, cap - produced, 503, "starting\n", head,
                                      req.keep_alive, false);
         else
@@ -588,8 +643,9 @@ START_TEST(test_serve_pipelined_in_one_buffer)
     struct http_serve_result res;
     http_serve(stream, len, MAXH, out, sizeof(out), fake_probe, &pl, &res);
     ck_assert_uint_eq(pl.calls, 5);
-    static const enum http_route order[] = {ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_READYZ,
-                                            ROUTE_HEALTHZ, ROUTE_HEALTHZ};
+    static const enum http_route order[] = {HTTP_ROUTE_HEALTHZ, HTTP_ROUTE_READYZ,
+                                            HTTP_ROUTE_READYZ, HTTP_ROUTE_HEALTHZ,
+                                            HTTP_ROUTE_HEALTHZ};
     for (unsigned i = 0; i < 5; i++)
         ck_assert_int_eq(pl.routes[i], order[i]);
 }
@@ -780,6 +836,8 @@ static Suite *http_suite(void)
     tcase_add_test(tc, test_response_405);
     tcase_add_test(tc, test_response_reasons);
     tcase_add_test(tc, test_response_small_buffer);
+    tcase_add_test(tc, test_format_head);
+    tcase_add_test(tc, test_response_is_head_and_body);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("serve");

@@ -107,16 +107,22 @@ static void expect_env_cleared(void)
     ck_assert_ptr_null(getenv("WATCHDOG_PID"));
 }
 
+/* n started from a clean environment whose NOTIFY_SOCKET is l; it clears the variable. */
+static void notifier_for(struct notifier *n, const struct listener *l)
+{
+    clear_env();
+    ck_assert_int_eq(setenv("NOTIFY_SOCKET", l->path, 1), 0);
+    notify_init(n);
+    ck_assert(notify_enabled(n));
+    expect_env_cleared();
+}
+
 START_TEST(test_send_path_socket)
 {
     struct listener l;
     struct notifier n;
     listen_path(&l);
-    clear_env();
-    ck_assert_int_eq(setenv("NOTIFY_SOCKET", l.path, 1), 0);
-    notify_init(&n);
-    ck_assert(notify_enabled(&n));
-    expect_env_cleared();
+    notifier_for(&n, &l);
     notify_send(&n, "READY=1");
     expect_datagram(&l, "READY=1");
     notify_send(&n, "STATUS=leader term=7 commit=123");
@@ -141,11 +147,7 @@ START_TEST(test_send_abstract_socket)
     struct listener l;
     struct notifier n;
     listen_abstract(&l);
-    clear_env();
-    ck_assert_int_eq(setenv("NOTIFY_SOCKET", l.path, 1), 0);
-    notify_init(&n);
-    ck_assert(notify_enabled(&n));
-    expect_env_cleared();
+    notifier_for(&n, &l);
     notify_send(&n, "READY=1");
     expect_datagram(&l, "READY=1");
     expect_nothing_pending(&l);
@@ -262,11 +264,7 @@ START_TEST(test_child_cannot_inherit)
     struct listener l;
     struct notifier n;
     listen_path(&l);
-    clear_env();
-    ck_assert_int_eq(setenv("NOTIFY_SOCKET", l.path, 1), 0);
-    notify_init(&n);
-    ck_assert(notify_enabled(&n));
-    expect_env_cleared();
+    notifier_for(&n, &l);
     int flags = fcntl(n.fd, F_GETFD);
     ck_assert_int_ge(flags, 0);
     ck_assert(flags & FD_CLOEXEC);

@@ -1,5 +1,5 @@
 /*
- * http.c - request parsing and response formatting for the health responder; see http.h.
+ * http.c - HTTP/1.x request parsing and response formatting, pure; see http.h.
  */
 #include "http.h"
 
@@ -178,15 +178,15 @@ enum http_result http_parse_request(const char *buf, size_t len, size_t max_head
 enum http_route http_route_of(const struct http_request *req)
 {
     if (req->path_truncated)
-        return ROUTE_NOT_FOUND;
+        return HTTP_ROUTE_NOT_FOUND;
     if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/livez") == 0)
-        return ROUTE_HEALTHZ;
+        return HTTP_ROUTE_HEALTHZ;
     if (strcmp(req->path, "/readyz") == 0)
-        return ROUTE_READYZ;
-    return ROUTE_NOT_FOUND;
+        return HTTP_ROUTE_READYZ;
+    return HTTP_ROUTE_NOT_FOUND;
 }
 
-static const char *reason_of(int code)
+const char *http_reason(int code)
 {
     switch (code) {
     case 200:
@@ -210,24 +210,39 @@ static const char *reason_of(int code)
     }
 }
 
+size_t http_format_head(char *out, size_t cap, int code, const char *content_type, size_t body_len,
+                        bool keep_alive, bool allow_header)
+{
+    int n =
+        snprintf(out, cap,
+                 "HTTP/1.1 %d %s\r\n"
+                 "Content-Type: %s\r\n"
+                 "Content-Length: %zu\r\n"
+                 "Cache-Control: no-store\r\n"
+                 "%s"
+                 "Connection: %s\r\n"
+                 "\r\n",
+                 code, http_reason(code), content_type, body_len,
+                 allow_header ? "Allow: GET, HEAD\r\n" : "", keep_alive ? "keep-alive" : "close");
+    if (n < 0 || (size_t)n >= cap)
+        return 0;
+    return (size_t)n;
+}
+
 size_t http_format_response(char *out, size_t cap, int code, const char *body, bool head,
                             bool keep_alive, bool allow_header)
 {
     size_t blen = strlen(body);
-    int n = snprintf(out, cap,
-                     "HTTP/1.1 %d %s\r\n"
-                     "Content-Type: text/plain; charset=utf-8\r\n"
-                     "Content-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\n"
-                     "%s"
-                     "Connection: %s\r\n"
-                     "\r\n"
-                     "%s",
-                     code, reason_of(code), blen, allow_header ? "Allow: GET, HEAD\r\n" : "",
-                     keep_alive ? "keep-alive" : "close", head ? "" : body);
-    if (n < 0 || (size_t)n >= cap)
+    size_t n = http_format_head(out, cap, code, "text/plain; charset=utf-8", blen, keep_alive,
+                                allow_header);
+    if (n == 0)
         return 0;
-    return (size_t)n;
+    if (head)
+        return n;
+    if (blen >= cap - n)
+        return 0; /* the body and its NUL do not fit */
+    memcpy(out + n, body, blen + 1);
+    return n + blen;
 }
 
 /* One response into out[*produced..cap); false when it did not fit (never a cut one). */
@@ -284,7 +299,7 @@ void http_serve(const char *in, size_t in_len, size_t max_header, char *out, siz
         enum http_route route = http_route_of(&req);
         bool head = req.method == HTTP_HEAD;
         bool ok;
-        if (route == ROUTE_NOT_FOUND) {
+        if (route == HTTP_ROUTE_NOT_FOUND) {
             ok = put_response(out, out_cap, res, 404, "not found\n", head, req.keep_alive, false);
         } else if (req.method == HTTP_OTHER) {
             ok = put_response(out, out_cap, res, 405, "method not allowed\n", false,

@@ -1,5 +1,11 @@
 /*
- * http.h - the little HTTP/1.x the health responder speaks, as pure functions.
+ * http.h - the little HTTP/1.x spurctld speaks, as pure functions.
+ *
+ * One parser for both HTTP listeners: the supervisor's health responder
+ * (supervisor/responder.c, through http_serve()) and the worker's metrics listener
+ * (raftd/httpd.c, through http_parse_request() and http_format_head()). It lives in
+ * common/ so that the worker links nothing of the supervisor's, and it stays pure (no
+ * I/O, no allocation, no libevent) so that the static PID 1 can link it too.
  *
  * The parser looks at the bytes a connection has buffered and says: not complete yet,
  * one request (method, path, whether the connection may stay open, bytes it occupies), or
@@ -47,13 +53,25 @@ struct http_request {
 enum http_result http_parse_request(const char *buf, size_t len, size_t max_header,
                                     struct http_request *req);
 
-enum http_route { ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_NOT_FOUND };
+enum http_route { HTTP_ROUTE_HEALTHZ, HTTP_ROUTE_READYZ, HTTP_ROUTE_NOT_FOUND };
 enum http_route http_route_of(const struct http_request *req);
 
+/* The reason phrase of a status code this module or its callers answer ("Not Found"). */
+const char *http_reason(int code);
+
 /*
- * Format a whole response into out. body is one word and a newline for the probe routes.
- * head: send headers only (Content-Length still that of the body). Returns the length, or
- * 0 if cap is too small.
+ * Format the status line and headers of a response into out, NUL-terminated: content_type
+ * and body_len (Content-Length) describe the body the caller sends after them, Connection
+ * says keep-alive or close, allow_header adds "Allow: GET, HEAD" (for 405). Returns the
+ * length, or 0 if cap is too small.
+ */
+size_t http_format_head(char *out, size_t cap, int code, const char *content_type, size_t body_len,
+                        bool keep_alive, bool allow_header);
+
+/*
+ * Format a whole text/plain response into out. body is one word and a newline for the
+ * probe routes. head: send headers only (Content-Length still that of the body). Returns
+ * the length, or 0 if cap is too small (then nothing past out[cap - 1] was written).
  */
 size_t http_format_response(char *out, size_t cap, int code, const char *body, bool head,
                             bool keep_alive, bool allow_header);

@@ -1,0 +1,55 @@
+/*
+ * node_api.h - client requests on a replica: each request becomes a Raft event (a
+ * proposal, a ReadIndex, a membership change, a transfer) stepped through node_step(),
+ * or is forwarded to the leader, or answered at once; its waiter is completed from the
+ * node's applied hook (node_api_applied). See node_api.c for what goes where.
+ *
+ * Ownership: struct node_api owns its waiters, the proposal batch and its two timers;
+ * it borrows the node and the forwarder from the composition root (replica.c), which
+ * frees it before them. Every api_call it holds gets exactly one answer, at the latest
+ * from node_api_fail_all() or node_api_free().
+ */
+#ifndef SPUR_NODE_API_H
+#define SPUR_NODE_API_H
+
+#include "api.h"
+#include "forward.h"
+#include "node.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct node_api;
+
+struct node_api_stats {
+    uint64_t proposals;    /* client writes proposed here */
+    uint64_t forwarded;    /* requests forwarded to the leader */
+    uint64_t reads_served; /* reads answered, linearizable or local */
+    uint64_t stale_reads;  /* of those, local reads marked stale */
+};
+
+struct node_api *node_api_new(struct node *n, struct forwarder *fwd);
+void node_api_free(struct node_api *a);
+
+/* The api_server's dispatch callback (arg: the struct node_api). */
+void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req);
+
+/* The node's applied hook: complete what the step released. */
+void node_api_applied(struct node_api *a, const struct node_applied *ap);
+
+/*
+ * Queue an internal command (the controller's partitions, settings, log clock) for the
+ * next batch; takes data. refused(arg) is called when the core does not take the batch.
+ */
+void node_api_propose_internal(struct node_api *a, uint8_t *data, size_t len,
+                               void (*refused)(void *arg), void *arg);
+
+/* Answer every waiting request UNAVAILABLE with why (a stop, a fatal error). */
+void node_api_fail_all(struct node_api *a, const char *why);
+
+/* Requests waiting for an answer (queued, proposed or reading). */
+size_t node_api_waiting(const struct node_api *a);
+
+void node_api_get_stats(const struct node_api *a, struct node_api_stats *out);
+
+#endif
