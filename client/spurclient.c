@@ -34,6 +34,7 @@ struct spurc {
     uint64_t next_request_id;
     int fd;              /* connection, -1 when none */
     char fd_target[300]; /* host:port the connection goes to */
+    struct frame_reader rd; /* bytes read from fd, not yet taken as frames; emptied with it */
     char last_ok[300];
     char leader[300];    /* the leader's address as last reported, tried first */
 };
@@ -109,6 +110,7 @@ struct spurc *spurc_new(const struct spurc_options *o)
         goto fail;
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
     c->max_frame = o->max_frame ? o->max_frame : SPUR_DEFAULT_MAX_FRAME;
+    frame_reader_init(&c->rd, c->max_frame);
     c->client_id = random_u64();
     c->next_request_id = random_u64() >> 16;
     c->fd = -1;
@@ -124,6 +126,7 @@ static void disconnect(struct spurc *c)
         close(c->fd);
     c->fd = -1;
     c->fd_target[0] = '\0';
+    frame_reader_free(&c->rd); /* what was read belongs to that connection */
 }
 
 void spurc_free(struct spurc *c)
@@ -270,32 +273,40 @@ static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
     return 0;
 }
 
-static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
+/*
+ * Read what the socket has into the frame reader, waiting for it until the deadline.
+ * Returns 0, 1 with errno set (ECONNRESET at end of stream, ETIMEDOUT), or the reader's
+ * FRAME_TOO_BIG (a buffered header announces more than max_frame) or FRAME_NOMEM.
+ */
+static int read_some(struct spurc *c, uint64_t deadline)
 {
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, 0);
+    uint8_t *p = NULL;
+    size_t space = 0;
+    int rc = frame_reader_space(&c->rd, 4096, &p, &space);
+    if (rc != 0)
+        return rc;
+    for (;;) {
+        ssize_t r = recv(c->fd, p, space, 0);
         if (r > 0) {
-            p += r;
-            n -= (size_t)r;
-            continue;
+            frame_reader_commit(&c->rd, (size_t)r);
+            return 0;
         }
         if (r == 0) {
             errno = ECONNRESET;
-            return -1;
+            return 1;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            struct pollfd pf = {.fd = fd, .events = POLLIN};
+            struct pollfd pf = {.fd = c->fd, .events = POLLIN};
             if (poll(&pf, 1, remaining_ms(deadline)) <= 0) {
                 errno = ETIMEDOUT;
-                return -1;
+                return 1;
             }
             continue;
         }
-        return -1;
+        return 1;
     }
-    return 0;
 }
 
 static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
@@ -343,32 +354,35 @@ static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
                    spurc_response **resp, char *err, size_t errlen)
 {
     for (;;) {
-        uint8_t hdr[FRAME_HEADER_LEN];
-        if (recv_all(c->fd, hdr, sizeof(hdr), deadline) != 0) {
-            snprintf(err, errlen, "%s: no answer: %s", c->fd_target, strerror(errno));
-            return -1;
+        const uint8_t *payload = NULL;
+        size_t len = 0;
+        int st = frame_reader_next(&c->rd, &payload, &len);
+        if (st == FRAME_NEED_MORE) {
+            st = read_some(c, deadline);
+            if (st == 0)
+                continue;
+            if (st == 1) {
+                if (frame_reader_buffered(&c->rd) < FRAME_HEADER_LEN)
+                    snprintf(err, errlen, "%s: no answer: %s", c->fd_target, strerror(errno));
+                else
+                    snprintf(err, errlen, "%s: answer cut short: %s", c->fd_target,
+                             strerror(errno));
+                return -1;
+            }
         }
-        uint32_t len = frame_get_header(hdr);
-        if (len > c->max_frame) {
+        if (st == FRAME_TOO_BIG) {
             /* Every replica would give the same answer: asking the next one only costs. */
             snprintf(err, errlen,
                      "%s: answer of %u bytes is over the %u-byte limit "
                      "(controller.max_frame_bytes)",
-                     c->fd_target, len, c->max_frame);
+                     c->fd_target, (uint32_t)c->rd.last_len, c->max_frame);
             return -2;
         }
-        uint8_t *body = malloc(len ? len : 1);
-        if (body == NULL) {
+        if (st != FRAME_READY) {
             snprintf(err, errlen, "out of memory");
             return -2;
         }
-        if (recv_all(c->fd, body, len, deadline) != 0) {
-            free(body);
-            snprintf(err, errlen, "%s: answer cut short: %s", c->fd_target, strerror(errno));
-            return -1;
-        }
-        spurc_response *r = spur__api__response__unpack(NULL, len, body);
-        free(body);
+        spurc_response *r = spur__api__response__unpack(NULL, len, payload);
         if (r == NULL) {
             snprintf(err, errlen, "%s: undecodable answer", c->fd_target);
             return -1;

@@ -1,6 +1,8 @@
 /*
  * frame.h - length-prefixed frames, the one framing every stream in spurctld uses
- * (status pipe, client API, Raft peers; DESIGN.md sections 6 and 9).
+ * (status pipe, client API, Raft peers; DESIGN.md sections 6 and 9). Streams on libevent
+ * bufferevents read and write them through frame_ev.h; the others (the status pipe, the
+ * client library) through frame_reader below.
  *
  *     +----------------------+---------------------------+
  *     | length: u32, big end | payload: length bytes     |
@@ -36,7 +38,9 @@ uint32_t frame_get_header(const uint8_t hdr[FRAME_HEADER_LEN]);
 /*
  * Pure parse of the front of a buffer: FRAME_READY with the payload and the bytes the
  * frame occupies in *consumed, FRAME_NEED_MORE, or FRAME_TOO_BIG (then *len holds the
- * announced length, for the error message).
+ * announced length, for the error message). Once the header is whole, *len holds the
+ * announced length on FRAME_NEED_MORE too, so a reader that has only the header (the
+ * evbuffer adapter, frame_ev.h) learns from here how much to wait for.
  */
 enum frame_status frame_parse(const uint8_t *buf, size_t buflen, size_t max_payload,
                               const uint8_t **payload, size_t *len, size_t *consumed);

@@ -4,12 +4,14 @@
  * Connections are bufferevents. A connection is reference-counted: the server holds one
  * reference while it is open and every call in flight holds one, so a reply that comes
  * after the client left finds a closed connection and is dropped instead of touching
- * freed memory.
+ * freed memory. Frames come and go through frame_ev.h: requests are taken out of the
+ * input buffer as malloc'd copies (kept by the call, for forwarding), replies are packed
+ * straight into the output buffer.
  */
 #include "api.h"
 
 #include "cfg.h"
-#include "frame.h"
+#include "frame_ev.h"
 #include "jobscript.h"
 #include "log.h"
 #include "netaddr.h"
@@ -30,6 +32,13 @@
 #define API_OUT_HIGH (16u << 20) /* stop reading a client this far behind */
 #define API_MAX_INFLIGHT 4096    /* calls in flight per connection */
 
+/*
+ * Ownership: the server owns its listener, its copy of the cluster name and the list of
+ * open connections (one reference each). A connection owns its bufferevent (the socket
+ * closes with it) while open, and is freed when its last reference goes: the server's, at
+ * close, and one per call in flight. A call owns the decoded request and the frame's
+ * malloc'd bytes (from frame_ev_take()) until api_reply().
+ */
 struct aconn {
     struct api_server *srv;
     struct bufferevent *bev; /* NULL once closed */
@@ -90,20 +99,13 @@ static void send_frame(struct aconn *c, const Spur__Api__Response *resp)
 {
     if (c->bev == NULL)
         return;
-    size_t n = spur__api__response__get_packed_size(resp);
-    uint8_t hdr[FRAME_HEADER_LEN];
-    uint8_t *body = malloc(n ? n : 1);
-    if (body == NULL) {
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (frame_ev_add_message(out, &resp->base) != 0) {
         log_event(LOG_ERROR, "api", "out of memory packing a reply; closing the connection",
                   "peer=%s", c->peer);
         conn_close(c);
         return;
     }
-    spur__api__response__pack(resp, body);
-    frame_put_header(hdr, (uint32_t)n);
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    evbuffer_add(out, hdr, sizeof(hdr));
-    evbuffer_add_reference(out, body, n, (evbuffer_ref_cleanup_cb)(void (*)(void))free, NULL);
     if (evbuffer_get_length(out) > API_OUT_HIGH && !c->paused) {
         c->paused = true;
         bufferevent_disable(c->bev, EV_READ);
@@ -290,31 +292,28 @@ static void on_read(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
     c->refs++; /* the dispatcher may reply and the client may vanish under us */
     while (c->bev != NULL && !c->paused) {
-        uint8_t hdr[FRAME_HEADER_LEN];
-        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+        uint8_t *body = NULL;
+        size_t len = 0;
+        enum frame_status st = frame_ev_take(in, c->srv->opt.max_frame, &body, &len);
+        if (st == FRAME_NEED_MORE)
             break;
-        uint32_t len = frame_get_header(hdr);
-        if (len > c->srv->opt.max_frame) {
+        if (st == FRAME_TOO_BIG) {
             char msg[160];
             c->srv->stats.bad_frames++;
-            snprintf(msg, sizeof(msg), "frame of %u bytes is over the %u-byte limit", len,
-                     c->srv->opt.max_frame);
+            snprintf(msg, sizeof(msg), "frame of %u bytes is over the %u-byte limit",
+                     (uint32_t)len, c->srv->opt.max_frame);
             log_event(LOG_WARN, "api", "oversized frame; closing the connection",
-                      "peer=%s len=%u max=%u", c->peer, len, c->srv->opt.max_frame);
+                      "peer=%s len=%u max=%u", c->peer, (uint32_t)len, c->srv->opt.max_frame);
             reply_direct(c, 0, SPUR__API__CODE__CODE_TOO_LARGE, msg);
             c->closing = true;
-            bufferevent_disable(c->bev, EV_READ);
+            if (c->bev)
+                bufferevent_disable(c->bev, EV_READ);
             break;
         }
-        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
-            break;
-        uint8_t *body = malloc(len ? len : 1);
-        if (body == NULL) {
+        if (st != FRAME_READY) {
             conn_close(c);
             break;
         }
-        evbuffer_drain(in, FRAME_HEADER_LEN);
-        evbuffer_remove(in, body, len);
         if (handle_frame(c, body, len) < 0) {
             c->closing = true;
             if (c->bev)

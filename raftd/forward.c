@@ -11,10 +11,12 @@
  * (resolver.h), never with a blocking call: while a lookup runs, requests are written into
  * the connection's output buffer and leave once it connects; a lookup that fails fails
  * them. A connection that fails tells the resolver, so that the next one looks again.
+ * Frames go through frame_ev.h: a request is packed straight into the connection's output
+ * buffer, an answer is taken out of its input buffer.
  */
 #include "forward.h"
 
-#include "frame.h"
+#include "frame_ev.h"
 #include "log.h"
 #include "resolver.h"
 #include "util.h"
@@ -32,6 +34,13 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/*
+ * Ownership: the forwarder owns its sweep timer and its connections; the resolver is the
+ * transport's, borrowed. A connection owns its bufferevent (the socket closes with it), its
+ * resolver wait and its pending requests; a pending request owns nothing but its place
+ * (cb's arg is the caller's). Requests are packed into the output buffer at once, so the
+ * caller's request is not kept.
+ */
 struct fwd {
     struct fwd *next;
     uint64_t id;
@@ -97,23 +106,19 @@ static void on_read(struct bufferevent *bev, void *arg)
     struct fconn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     for (;;) {
-        uint8_t hdr[FRAME_HEADER_LEN];
-        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+        uint8_t *body = NULL;
+        size_t len = 0;
+        enum frame_status st = frame_ev_take(in, c->f->max_frame, &body, &len);
+        if (st == FRAME_NEED_MORE)
             return;
-        uint32_t len = frame_get_header(hdr);
-        if (len > c->f->max_frame) {
+        if (st == FRAME_TOO_BIG) {
             conn_free(c, "answer over the frame limit");
             return;
         }
-        if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)len)
-            return;
-        evbuffer_drain(in, FRAME_HEADER_LEN);
-        uint8_t *body = malloc(len ? len : 1);
-        if (body == NULL) {
+        if (st != FRAME_READY) {
             conn_free(c, "out of memory");
             return;
         }
-        evbuffer_remove(in, body, len);
         Spur__Api__Response *r = spur__api__response__unpack(NULL, len, body);
         free(body);
         if (r == NULL) {
@@ -218,16 +223,10 @@ int forwarder_send(struct forwarder *f, const char *address, const Spur__Api__Re
     Spur__Api__Request copy = *req;
     copy.hops = req->hops + 1;
     copy.request_id = ++f->next_id;
-    size_t n = spur__api__request__get_packed_size(&copy);
-    uint8_t *body = malloc(FRAME_HEADER_LEN + n);
-    if (body == NULL) {
+    if (frame_ev_add_message(bufferevent_get_output(c->bev), &copy.base) != 0) {
         free(p);
         return -1;
     }
-    frame_put_header(body, (uint32_t)n);
-    spur__api__request__pack(&copy, body + FRAME_HEADER_LEN);
-    bufferevent_write(c->bev, body, FRAME_HEADER_LEN + n);
-    free(body);
     p->id = copy.request_id;
     p->deadline_ms = mono_ms() + (timeout_ms ? timeout_ms : 10000);
     p->cb = cb;

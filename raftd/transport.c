@@ -8,8 +8,8 @@
  *   dial -> connected -> send Handshake -> read Handshake -> check -> up -> pump queue
  *   accept -> read Handshake -> check -> send Handshake -> up -> read messages
  *
- * Frames are frame.h's 4-byte length + payload; a length over the limit closes the
- * connection before any allocation. The queue per peer has two lanes; the pump moves
+ * Frames are frame.h's 4-byte length + payload, read and written through frame_ev.h; a
+ * length over the limit closes the connection before any allocation. The queue per peer has two lanes; the pump moves
  * control frames into the socket buffer freely and bulk frames only while the socket
  * buffer holds less than BULK_WATERMARK bytes, so that a heartbeat queued behind a
  * snapshot transfer waits for at most one chunk.
@@ -17,7 +17,7 @@
 #include "transport.h"
 
 #include "cfg.h"
-#include "frame.h"
+#include "frame_ev.h"
 #include "log.h"
 #include "netaddr.h"
 #include "raft_wire.h"
@@ -46,13 +46,32 @@
 #define BACKOFF_MAX_MS 2000
 #define HANDSHAKE_TIMEOUT_S 5
 
+/*
+ * Ownership, from the top:
+ *   - struct transport owns its listener, its resolver (lent to the forwarder through
+ *     transport_resolver()), the copies of the cluster name and API address, every peer
+ *     on its peers list and every inbound connection on its inbound list. The event base
+ *     and the callbacks' arg are the caller's. opt is a copy whose strings point at
+ *     t->cluster_name and t->api_address; opt.listen is not kept.
+ *   - struct tpeer owns its outbound connection (out), the frames on both lanes of its
+ *     queue, its redial timer and its resolver wait. t is its owner, not a reference.
+ *   - struct tconn owns its bufferevent (and through it the socket, BEV_OPT_CLOSE_ON_FREE,
+ *     and both of its evbuffers). An outbound one belongs to its peer (peer->out); an
+ *     inbound one to the transport's inbound list, and its peer pointer, set after the
+ *     handshake, is borrowed.
+ *   - struct tframe owns its payload, from transport_encode() until it is copied into a
+ *     socket buffer (put_frame()) or dropped; the caller of transport_encode() owns the
+ *     frame until transport_send_frame() or transport_frame_free().
+ *   - A received frame is a malloc'd copy (frame_ev_take()) freed as soon as it is
+ *     decoded; a decoded message lives until the receive callback returns.
+ */
 struct tframe {
     struct tframe *next;
     raft_id to;
     uint8_t type;
     bool bulk;
-    size_t len;
-    uint8_t *data; /* header + payload */
+    size_t len;       /* bytes on the wire, header included: what the queue limits count */
+    uint8_t *payload; /* owned, malloc'd: len - FRAME_HEADER_LEN bytes */
 };
 
 struct tconn;
@@ -133,17 +152,12 @@ static struct tpeer *peer_find(const struct transport *t, raft_id id)
     return NULL;
 }
 
-static void frame_free(struct tframe *f)
-{
-    if (f) {
-        free(f->data);
-        free(f);
-    }
-}
-
 void transport_frame_free(struct tframe *f)
 {
-    frame_free(f);
+    if (f) {
+        free(f->payload);
+        free(f);
+    }
 }
 
 static void queue_clear(struct tpeer *p)
@@ -154,7 +168,7 @@ static void queue_clear(struct tpeer *p)
             struct tframe *f = lists[i];
             lists[i] = f->next;
             p->t->stats.dropped++;
-            frame_free(f);
+            transport_frame_free(f);
         }
     }
     p->ctl_head = p->ctl_tail = p->bulk_head = p->bulk_tail = NULL;
@@ -214,12 +228,11 @@ static int send_handshake(struct transport *t, struct bufferevent *bev)
     snprintf(h.api_address, sizeof(h.api_address), "%s", t->api_address);
     uint8_t *buf = NULL;
     size_t len = 0;
-    if (raft_wire_handshake_encode(&h, FRAME_HEADER_LEN, &buf, &len) != RAFT_WIRE_OK)
+    if (raft_wire_handshake_encode(&h, 0, &buf, &len) != RAFT_WIRE_OK)
         return -1;
-    frame_put_header(buf, (uint32_t)(len - FRAME_HEADER_LEN));
-    bufferevent_write(bev, buf, len);
+    int rc = frame_ev_add(bufferevent_get_output(bev), buf, len);
     free(buf);
-    return 0;
+    return rc;
 }
 
 /* Check a peer's handshake. Returns 0, or -1 with why filled. */
@@ -306,33 +319,27 @@ static void out_fail(struct tpeer *p, const char *why)
  * and *len, 0 when more bytes are needed, or -1 when the frame announces more than the
  * limit (refused before allocating) or memory is short; *why then says which.
  */
-static int next_frame(struct transport *t, struct evbuffer *in, uint8_t **body, uint32_t *len,
+static int next_frame(struct transport *t, struct evbuffer *in, uint8_t **body, size_t *len,
                       const char **why)
 {
-    uint8_t hdr[FRAME_HEADER_LEN];
-    if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ev_ssize_t)sizeof(hdr))
+    switch (frame_ev_take(in, (size_t)t->opt.max_frame + 65536, body, len)) {
+    case FRAME_READY:
+        t->stats.bytes_received += FRAME_HEADER_LEN + *len;
+        return 1;
+    case FRAME_NEED_MORE:
         return 0;
-    *len = frame_get_header(hdr);
-    if (*len > t->opt.max_frame + 65536) {
+    case FRAME_TOO_BIG:
         t->stats.bad_frames++;
         *why = "frame over the size limit";
         return -1;
-    }
-    if (evbuffer_get_length(in) < FRAME_HEADER_LEN + (size_t)*len)
-        return 0;
-    *body = malloc(*len ? *len : 1);
-    if (*body == NULL) {
+    default:
         *why = "out of memory";
         return -1;
     }
-    evbuffer_drain(in, FRAME_HEADER_LEN);
-    evbuffer_remove(in, *body, *len);
-    t->stats.bytes_received += FRAME_HEADER_LEN + *len;
-    return 1;
 }
 
 /* Decode and check a handshake frame (frees body). Returns 0, or -1 with why filled. */
-static int take_handshake(struct transport *t, uint8_t *body, uint32_t len, raft_id expected,
+static int take_handshake(struct transport *t, uint8_t *body, size_t len, raft_id expected,
                           struct raft_wire_handshake *h, int *wire_rc, char *why, size_t whylen)
 {
     *wire_rc = raft_wire_handshake_decode(body, len, h);
@@ -353,7 +360,7 @@ static void out_read(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
     while (p->out == c) {
         uint8_t *body = NULL;
-        uint32_t len = 0;
+        size_t len = 0;
         const char *ferr = NULL;
         int fr = next_frame(t, in, &body, &len, &ferr);
         if (fr == 0)
@@ -539,36 +546,39 @@ static void schedule_redial(struct tpeer *p)
 
 /* ---- sending ---------------------------------------------------------------------- */
 
+static struct tframe *lane_pop(struct tframe **head, struct tframe **tail)
+{
+    struct tframe *f = *head;
+    *head = f->next;
+    if (*head == NULL)
+        *tail = NULL;
+    return f;
+}
+
+/* Hand a frame taken off the queue to the socket buffer, and count it. */
+static void put_frame(struct tpeer *p, struct tframe *f)
+{
+    p->qframes--;
+    p->qbytes -= f->len;
+    struct evbuffer *out = bufferevent_get_output(p->out->bev);
+    if (frame_ev_add(out, f->payload, f->len - FRAME_HEADER_LEN) == 0) {
+        p->t->stats.bytes_sent += f->len;
+        p->t->stats.sent_by_type[f->type]++;
+    } else {
+        p->t->stats.dropped++; /* out of memory; Raft sends it again */
+    }
+    transport_frame_free(f);
+}
+
 static void pump(struct tpeer *p)
 {
     if (p->out == NULL || !p->up)
         return;
-    struct bufferevent *bev = p->out->bev;
-    struct evbuffer *out = bufferevent_get_output(bev);
-    while (p->ctl_head && evbuffer_get_length(out) < CONTROL_WATERMARK) {
-        struct tframe *f = p->ctl_head;
-        p->ctl_head = f->next;
-        if (p->ctl_head == NULL)
-            p->ctl_tail = NULL;
-        p->qframes--;
-        p->qbytes -= f->len;
-        bufferevent_write(bev, f->data, f->len);
-        p->t->stats.bytes_sent += f->len;
-        p->t->stats.sent_by_type[f->type]++;
-        frame_free(f);
-    }
-    while (p->ctl_head == NULL && p->bulk_head && evbuffer_get_length(out) < BULK_WATERMARK) {
-        struct tframe *f = p->bulk_head;
-        p->bulk_head = f->next;
-        if (p->bulk_head == NULL)
-            p->bulk_tail = NULL;
-        p->qframes--;
-        p->qbytes -= f->len;
-        bufferevent_write(bev, f->data, f->len);
-        p->t->stats.bytes_sent += f->len;
-        p->t->stats.sent_by_type[f->type]++;
-        frame_free(f);
-    }
+    struct evbuffer *out = bufferevent_get_output(p->out->bev);
+    while (p->ctl_head && evbuffer_get_length(out) < CONTROL_WATERMARK)
+        put_frame(p, lane_pop(&p->ctl_head, &p->ctl_tail));
+    while (p->ctl_head == NULL && p->bulk_head && evbuffer_get_length(out) < BULK_WATERMARK)
+        put_frame(p, lane_pop(&p->bulk_head, &p->bulk_tail));
 }
 
 struct tframe *transport_encode(struct transport *t, const struct raft_msg *m)
@@ -576,13 +586,13 @@ struct tframe *transport_encode(struct transport *t, const struct raft_msg *m)
     struct tframe *f = calloc(1, sizeof(*f));
     if (f == NULL)
         return NULL;
-    if (raft_wire_encode(m, t->cluster_name, FRAME_HEADER_LEN, &f->data, &f->len) !=
-        RAFT_WIRE_OK) {
+    size_t n = 0;
+    if (raft_wire_encode(m, t->cluster_name, 0, &f->payload, &n) != RAFT_WIRE_OK) {
         free(f);
         t->stats.dropped++;
         return NULL;
     }
-    frame_put_header(f->data, (uint32_t)(f->len - FRAME_HEADER_LEN));
+    f->len = FRAME_HEADER_LEN + n;
     f->to = m->to;
     f->type = m->type <= RAFT_MSG_TYPE_MAX ? m->type : 0;
     f->bulk = m->type == RAFT_MSG_SNAPSHOT || (m->type == RAFT_MSG_APPEND && f->len > BULK_BYTES);
@@ -597,7 +607,7 @@ void transport_send_frame(struct transport *t, struct tframe *f)
     if (p == NULL || !p->up || p->qframes >= QUEUE_MAX_FRAMES ||
         p->qbytes + f->len > QUEUE_MAX_BYTES) {
         t->stats.dropped++;
-        frame_free(f);
+        transport_frame_free(f);
         return;
     }
     if (f->bulk) {
@@ -653,7 +663,7 @@ static void in_read(struct bufferevent *bev, void *arg)
     struct evbuffer *in = bufferevent_get_input(bev);
     for (;;) {
         uint8_t *body = NULL;
-        uint32_t len = 0;
+        size_t len = 0;
         const char *ferr = NULL;
         int fr = next_frame(t, in, &body, &len, &ferr);
         if (fr == 0)
@@ -870,6 +880,9 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->opt = *o;
     t->cluster_name = strdup(o->cluster_name);
     t->api_address = strdup(o->api_address ? o->api_address : "");
+    t->opt.cluster_name = t->cluster_name;
+    t->opt.api_address = t->api_address;
+    t->opt.listen = NULL;
     t->cb = *cb;
     t->rng = o->seed | 1;
     struct resolver_options ro = {.seed = next_rand(t)};

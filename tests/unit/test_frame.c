@@ -5,11 +5,17 @@
  * frames, empty frames, the maximum size, and the refusal of a larger announcement from
  * the header alone; and frame_reader fed a byte at a time or in odd chunks, through
  * frame_reader_feed() and through the space/commit API, with its buffer kept to the size
- * of one frame (compaction) and never grown for a frame it refuses.
+ * of one frame (compaction) and never grown for a frame it refuses. And the evbuffer
+ * adapter (frame_ev.c): a header split across arrivals, the exact limit, a refusal from
+ * the header alone with nothing drained, several frames in one buffer and across chains,
+ * empty frames, and frames written by frame_ev_add*() read back through frame_parse().
  */
 #include "frame.h"
+#include "frame_ev.h"
+#include "spur.pb-c.h"
 
 #include <check.h>
+#include <event2/buffer.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +412,181 @@ START_TEST(test_reader_refusal_after_good_frames)
 }
 END_TEST
 
+/* ---- the evbuffer adapter (frame_ev.c) ------------------------------------------------ */
+
+START_TEST(test_ev_split_header)
+{
+    uint8_t frame[64];
+    size_t n = make_frame(frame, 20, 3);
+    struct evbuffer *in = evbuffer_new();
+    uint8_t *p = NULL;
+    size_t len = 0;
+    /* One byte at a time: nothing is taken (nor drained) until the last byte is there. */
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(frame_ev_take(in, 1024, &p, &len), FRAME_NEED_MORE);
+        ck_assert_uint_eq(evbuffer_get_length(in), i);
+        evbuffer_add(in, frame + i, 1);
+    }
+    ck_assert_int_eq(frame_ev_take(in, 1024, &p, &len), FRAME_READY);
+    assert_payload(p, len, 20, 3);
+    ck_assert_uint_eq(evbuffer_get_length(in), 0);
+    free(p);
+    ck_assert_int_eq(frame_ev_take(in, 1024, &p, &len), FRAME_NEED_MORE);
+    evbuffer_free(in);
+}
+END_TEST
+
+START_TEST(test_ev_exact_limit)
+{
+    enum { MAX = 1000 };
+    uint8_t *frame = malloc(FRAME_HEADER_LEN + MAX + 1);
+    struct evbuffer *in = evbuffer_new();
+    uint8_t *p = NULL;
+    size_t len = 0;
+    evbuffer_add(in, frame, make_frame(frame, MAX, 9));
+    ck_assert_int_eq(frame_ev_take(in, MAX, &p, &len), FRAME_READY);
+    assert_payload(p, len, MAX, 9);
+    free(p);
+    /* One byte more is refused, though it is all there. */
+    evbuffer_add(in, frame, make_frame(frame, MAX + 1, 9));
+    ck_assert_int_eq(frame_ev_take(in, MAX, &p, &len), FRAME_TOO_BIG);
+    ck_assert_uint_eq(len, MAX + 1);
+    ck_assert_uint_eq(evbuffer_get_length(in), FRAME_HEADER_LEN + MAX + 1);
+    evbuffer_free(in);
+    free(frame);
+}
+END_TEST
+
+START_TEST(test_ev_refused_before_payload)
+{
+    struct evbuffer *in = evbuffer_new();
+    uint8_t hdr[FRAME_HEADER_LEN];
+    uint8_t *p = (uint8_t *)"untouched";
+    size_t len = 0;
+    /* Three bytes of a huge announcement: not known yet. */
+    frame_put_header(hdr, 0xfffffff0u);
+    evbuffer_add(in, hdr, 3);
+    ck_assert_int_eq(frame_ev_take(in, 4096, &p, &len), FRAME_NEED_MORE);
+    /* The fourth: refused at once, no payload byte has come, nothing is drained. */
+    evbuffer_add(in, hdr + 3, 1);
+    ck_assert_int_eq(frame_ev_take(in, 4096, &p, &len), FRAME_TOO_BIG);
+    ck_assert_uint_eq(len, 0xfffffff0u);
+    ck_assert_uint_eq(evbuffer_get_length(in), FRAME_HEADER_LEN);
+    ck_assert_str_eq((const char *)p, "untouched");
+    /* Asked again, the same answer: the caller is the one to close. */
+    ck_assert_int_eq(frame_ev_take(in, 4096, &p, &len), FRAME_TOO_BIG);
+    evbuffer_free(in);
+}
+END_TEST
+
+START_TEST(test_ev_several_frames)
+{
+    /* Frames of 0..40 bytes back to back, added in pieces of 7 bytes (many chains). */
+    static uint8_t stream[41 * (FRAME_HEADER_LEN + 40)];
+    size_t total = 0;
+    for (unsigned i = 0; i <= 40; i++)
+        total += make_frame(stream + total, i, i);
+    struct evbuffer *in = evbuffer_new();
+    for (size_t off = 0; off < total; off += 7) {
+        struct evbuffer *piece = evbuffer_new();
+        evbuffer_add(piece, stream + off, total - off < 7 ? total - off : 7);
+        evbuffer_add_buffer(in, piece);
+        evbuffer_free(piece);
+    }
+    for (unsigned i = 0; i <= 40; i++) {
+        uint8_t *p = NULL;
+        size_t len = 99;
+        ck_assert_int_eq(frame_ev_take(in, 40, &p, &len), FRAME_READY);
+        ck_assert_ptr_nonnull(p);
+        assert_payload(p, len, i, i);
+        free(p);
+    }
+    uint8_t *p = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(frame_ev_take(in, 40, &p, &len), FRAME_NEED_MORE);
+    ck_assert_uint_eq(evbuffer_get_length(in), 0);
+    evbuffer_free(in);
+}
+END_TEST
+
+START_TEST(test_ev_zero_length)
+{
+    struct evbuffer *b = evbuffer_new();
+    ck_assert_int_eq(frame_ev_add(b, NULL, 0), 0);
+    ck_assert_int_eq(frame_ev_add(b, "", 0), 0);
+    ck_assert_uint_eq(evbuffer_get_length(b), 2 * FRAME_HEADER_LEN);
+    for (int i = 0; i < 2; i++) {
+        uint8_t *p = NULL;
+        size_t len = 99;
+        ck_assert_int_eq(frame_ev_take(b, 0, &p, &len), FRAME_READY);
+        ck_assert_uint_eq(len, 0);
+        ck_assert_ptr_nonnull(p); /* the caller frees what it is given, empty or not */
+        free(p);
+    }
+    ck_assert_uint_eq(evbuffer_get_length(b), 0);
+    evbuffer_free(b);
+}
+END_TEST
+
+/* What the writers produce is frame.h's format: read back with the pure parser. */
+START_TEST(test_ev_add_matches_parse)
+{
+    struct evbuffer *b = evbuffer_new();
+    uint8_t payload[300];
+    for (size_t i = 0; i < sizeof(payload); i++)
+        payload[i] = (uint8_t)((5 + i) % 251);
+    ck_assert_int_eq(frame_ev_add(b, payload, sizeof(payload)), 0);
+    ck_assert_int_eq(frame_ev_add(b, payload, 17), 0);
+
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    Spur__Api__Ping ping = SPUR__API__PING__INIT;
+    req.protocol_version = 7;
+    req.request_id = 0x1122334455667788ull;
+    req.cluster_name = (char *)"spur";
+    req.op_case = SPUR__API__REQUEST__OP_PING;
+    req.ping = &ping;
+    size_t packed = spur__api__request__get_packed_size(&req);
+    ck_assert_int_eq(frame_ev_add_message(b, &req.base), 0);
+
+    size_t n = evbuffer_get_length(b);
+    ck_assert_uint_eq(n, 3 * FRAME_HEADER_LEN + sizeof(payload) + 17 + packed);
+    const uint8_t *all = evbuffer_pullup(b, -1);
+    const uint8_t *p = NULL;
+    size_t len = 0, used = 0, off = 0;
+    ck_assert_int_eq(frame_parse(all, n, 1024, &p, &len, &used), FRAME_READY);
+    assert_payload(p, len, sizeof(payload), 5);
+    off += used;
+    ck_assert_int_eq(frame_parse(all + off, n - off, 1024, &p, &len, &used), FRAME_READY);
+    assert_payload(p, len, 17, 5);
+    off += used;
+    ck_assert_int_eq(frame_parse(all + off, n - off, 1024, &p, &len, &used), FRAME_READY);
+    ck_assert_uint_eq(len, packed);
+    ck_assert_uint_eq(off + used, n);
+    Spur__Api__Request *back = spur__api__request__unpack(NULL, len, p);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_uint_eq(back->protocol_version, 7);
+    ck_assert_uint_eq(back->request_id, 0x1122334455667788ull);
+    ck_assert_str_eq(back->cluster_name, "spur");
+    ck_assert_int_eq(back->op_case, SPUR__API__REQUEST__OP_PING);
+    spur__api__request__free_unpacked(back, NULL);
+    evbuffer_free(b);
+}
+END_TEST
+
+/* A frame added behind bytes already waiting does not disturb them. */
+START_TEST(test_ev_add_appends)
+{
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, "xy", 2);
+    ck_assert_int_eq(frame_ev_add(b, "abc", 3), 0);
+    ck_assert_uint_eq(evbuffer_get_length(b), 2 + FRAME_HEADER_LEN + 3);
+    uint8_t got[9];
+    evbuffer_remove(b, got, sizeof(got));
+    ck_assert_int_eq(memcmp(got, "xy\0\0\0\3abc", 9), 0);
+    evbuffer_free(b);
+}
+END_TEST
+
 static Suite *frame_suite(void)
 {
     Suite *s = suite_create("frame");
@@ -427,6 +608,16 @@ static Suite *frame_suite(void)
     tcase_add_test(tc, test_reader_max_size);
     tcase_add_test(tc, test_reader_refuses_before_allocation);
     tcase_add_test(tc, test_reader_refusal_after_good_frames);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("evbuffer");
+    tcase_add_test(tc, test_ev_split_header);
+    tcase_add_test(tc, test_ev_exact_limit);
+    tcase_add_test(tc, test_ev_refused_before_payload);
+    tcase_add_test(tc, test_ev_several_frames);
+    tcase_add_test(tc, test_ev_zero_length);
+    tcase_add_test(tc, test_ev_add_matches_parse);
+    tcase_add_test(tc, test_ev_add_appends);
     suite_add_tcase(s, tc);
     return s;
 }
