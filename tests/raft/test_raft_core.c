@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../unit/check_run.h"
 #include "raft.h"
 #include "sim.h"
 
@@ -1591,11 +1592,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return check_run(suite());
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../unit/check_run.h"
 #include "raft.h"
 #include "raft_wire.h"
 #include "raft.pb-c.h"
@@ -285,18 +286,11 @@ int main(void)
 {
     Suite *s = suite_create("raft-wire");
     TCase *tc = tcase_create("wire");
-    SRunner *sr;
-    int failed;
-
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_wire_roundtrip_every_type);
     tcase_add_test(tc, test_wire_refuses_other_cluster_version_and_bad_fields);
     tcase_add_test(tc, test_wire_handshake_roundtrip);
     tcase_add_test(tc, test_wire_fuzz_decode_and_step);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return check_run(s);
 }

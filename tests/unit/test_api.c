@@ -12,6 +12,7 @@
  * call abandoned, and the late reply is dropped safely.
  */
 #include "api.h"
+#include "check_run.h"
 #include "frame.h"
 #include "test_loop.h"
 #include "wire.h"
@@ -335,9 +336,5 @@ static Suite *api_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(api_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(api_suite());
 }

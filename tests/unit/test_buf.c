@@ -9,6 +9,7 @@
  * size_t (or whose doubling would) fails instead of looping or allocating too little.
  */
 #include "buf.h"
+#include "check_run.h"
 
 #include <check.h>
 #include <stdint.h>
@@ -163,9 +164,5 @@ static Suite *buf_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(buf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return check_run(buf_suite());
 }

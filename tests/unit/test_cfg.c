@@ -12,6 +12,7 @@
  * not leak it into the others.
  */
 #include "cfg.h"
+#include "check_run.h"
 #include "netaddr.h"
 
 #include <check.h>
@@ -1552,9 +1553,5 @@ static Suite *cfg_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(cfg_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(cfg_suite());
 }

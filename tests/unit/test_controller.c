@@ -3,6 +3,7 @@
  * configuration as the state machine takes it.
  */
 #include "cfg.h"
+#include "check_run.h"
 #include "controller.h"
 #include "fsm.h"
 
@@ -136,9 +137,5 @@ int main(void)
     tcase_add_test(tc, test_boot_joins_a_running_cluster);
     tcase_add_test(tc, test_fsm_conf_follows_the_configuration);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(s);
 }

@@ -20,6 +20,7 @@
  *   - scontrol show job/node/partition records, JSON objects, and the update / create
  *     argument parsers with Slurm's refusals.
  */
+#include "check_run.h"
 #include "fmt.h"
 #include "fmt_json.h"
 #include "fmt_show.h"
@@ -1158,9 +1159,5 @@ int main(void)
     /* Timestamps print in local time: pin the zone so the expected strings hold. */
     setenv("TZ", "UTC0", 1);
     tzset();
-    SRunner *sr = srunner_create(format_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(format_suite());
 }

@@ -10,6 +10,7 @@
  * limit, and shutting down each end in exactly one error callback naming the address.
  */
 #include "api.h"
+#include "check_run.h"
 #include "forward.h"
 #include "frame.h"
 #include "resolver.h"
@@ -329,9 +330,5 @@ static Suite *forward_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(forward_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(forward_suite());
 }

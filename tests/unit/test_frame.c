@@ -10,6 +10,7 @@
  * the header alone with nothing drained, several frames in one buffer and across chains,
  * empty frames, and frames written by frame_ev_add*() read back through frame_parse().
  */
+#include "check_run.h"
 #include "frame.h"
 #include "frame_ev.h"
 #include "spur.pb-c.h"
@@ -624,9 +625,5 @@ static Suite *frame_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(frame_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(frame_suite());
 }

@@ -11,6 +11,7 @@
  * on a fresh state machine, or on one restored mid-way, ends in the same bytes.
  */
 #include "cfg.h"
+#include "check_run.h"
 #include "controller.h"
 #include "fsm.h"
 #include "fsm_map.h"
@@ -2191,9 +2192,5 @@ static Suite *fsm_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(fsm_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(fsm_suite());
 }

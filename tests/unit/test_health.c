@@ -8,6 +8,7 @@
  * racing a writer in another process: each snapshot the reader gets must be one the writer
  * published, never a mix of two.
  */
+#include "check_run.h"
 #include "health.h"
 #include "status.h"
 
@@ -532,9 +533,5 @@ static Suite *health_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(health_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(health_suite());
 }

@@ -12,6 +12,7 @@
  * output has; the stop at a partial request, at a closing request and at an error; and
  * that every response fits HTTP_RESPONSE_MAX.
  */
+#include "check_run.h"
 #include "http.h"
 
 #include <check.h>
@@ -854,9 +855,5 @@ static Suite *http_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(http_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(http_suite());
 }

@@ -6,6 +6,7 @@
  * "empty", not "no #!"), what passes (the shortest "#!", a lone \r, a script of any
  * size), and that a small or zero-sized error buffer is never overrun.
  */
+#include "check_run.h"
 #include "jobscript.h"
 
 #include <check.h>
@@ -110,9 +111,5 @@ static Suite *jobscript_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(jobscript_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(jobscript_suite());
 }

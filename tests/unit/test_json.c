@@ -13,6 +13,7 @@
  * Every expected output is a literal string, so the tests do not share the writer's view
  * of JSON.
  */
+#include "check_run.h"
 #include "json.h"
 
 #include <check.h>
@@ -304,9 +305,5 @@ static Suite *json_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(json_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(json_suite());
 }

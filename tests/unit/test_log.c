@@ -6,6 +6,7 @@
  * a temporary file around each call, and the lines are read back and matched with a
  * regular expression. Level filtering is checked by counting lines.
  */
+#include "check_run.h"
 #include "log.h"
 
 #include <check.h>
@@ -402,9 +403,5 @@ static Suite *log_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(log_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(log_suite());
 }

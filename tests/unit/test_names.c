@@ -5,6 +5,7 @@
  * scripts, dashboards and the metrics read), each parses back to its value in any case,
  * and values outside the enums (and the unspecified 0) get the documented fallbacks.
  */
+#include "check_run.h"
 #include "names.h"
 #include "spur.pb-c.h"
 #include "status.h"
@@ -164,9 +165,5 @@ static Suite *names_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(names_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return check_run(names_suite());
 }

@@ -10,6 +10,7 @@
  * addresses, with their messages; the log format; and the two comparisons the rules
  * between keys use (listeners that would collide, two spellings of one host).
  */
+#include "check_run.h"
 #include "netaddr.h"
 
 #include <arpa/inet.h>
@@ -351,9 +352,5 @@ static Suite *netaddr_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(netaddr_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(netaddr_suite());
 }

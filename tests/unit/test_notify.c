@@ -9,6 +9,7 @@
  *
  * Each Check test runs in its own process, so the environment changes stay inside it.
  */
+#include "check_run.h"
 #include "notify.h"
 
 #include <check.h>
@@ -290,9 +291,5 @@ static Suite *notify_suite(void)
 int main(void)
 {
     srand((unsigned)getpid());
-    SRunner *sr = srunner_create(notify_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(notify_suite());
 }

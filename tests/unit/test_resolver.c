@@ -8,6 +8,7 @@
  * sends, can check that literals and hosts-file names send none, that two callers of one
  * name share one lookup, and can answer when it likes (or never).
  */
+#include "check_run.h"
 #include "resolver.h"
 
 #include <arpa/inet.h>
@@ -658,9 +659,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(suite());
 }

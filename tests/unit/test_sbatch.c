@@ -18,6 +18,7 @@
  *   - --wrap: the script it builds, and a script file with it refused.
  *   - --export: ALL, NONE, names, NAME=value, ALL plus overrides, quotes, bad names.
  */
+#include "check_run.h"
 #include "jobscript.h"
 #include "sbatch_parse.h"
 
@@ -903,9 +904,5 @@ static Suite *sbatch_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(sbatch_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(sbatch_suite());
 }

@@ -10,6 +10,7 @@
  * Payloads are built by hand with a small protobuf writer below rather than with the
  * generated code, so the test does not share the code under test's view of the format.
  */
+#include "check_run.h"
 #include "frame.h"
 #include "status.h"
 
@@ -440,9 +441,5 @@ static Suite *status_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(status_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(status_suite());
 }

@@ -6,6 +6,7 @@
  * and takes the strings over; contains reads a NULL needle as "" and join a NULL entry
  * as "", and join of nothing is the "none" word.
  */
+#include "check_run.h"
 #include "strv.h"
 
 #include <check.h>
@@ -95,9 +96,5 @@ static Suite *strv_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(strv_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return check_run(strv_suite());
 }

@@ -7,6 +7,7 @@
  * the worker (sup_silence_origin()). The event loop around them is tested with real
  * processes in tests/integration/test_supervisor.py and test_pid1.py.
  */
+#include "check_run.h"
 #include "sup.h"
 
 #include <check.h>
@@ -132,9 +133,5 @@ static Suite *sup_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(sup_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(sup_suite());
 }

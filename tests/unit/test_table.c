@@ -9,6 +9,7 @@
  * including the header, no width printing a cell whole, NULL cells as empty text, literal
  * text between fields, the header row, and an empty table printing nothing.
  */
+#include "check_run.h"
 #include "table.h"
 
 #include <check.h>
@@ -203,9 +204,5 @@ static Suite *table_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(table_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return check_run(table_suite());
 }

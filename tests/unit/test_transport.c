@@ -8,6 +8,7 @@
  * it took are counted on both sides (header included); a frame announcing more than the
  * limit closes the connection from its header alone and is counted as a bad frame.
  */
+#include "check_run.h"
 #include "frame.h"
 #include "raft_wire.h"
 #include "test_loop.h"
@@ -270,9 +271,5 @@ static Suite *transport_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(transport_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(transport_suite());
 }
