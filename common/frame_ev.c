@@ -60,11 +60,38 @@ int frame_ev_add(struct evbuffer *out, const void *payload, size_t len)
     return 0;
 }
 
+/* Packed replies this large get a buffer of their own (see frame_ev_add_message). */
+#define FRAME_EV_OWN_BUFFER_MIN (64 * 1024)
+
+static void free_packed(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    free(arg);
+}
+
 int frame_ev_add_message(struct evbuffer *out, const ProtobufCMessage *msg)
 {
     size_t n = protobuf_c_message_get_packed_size(msg);
     if (n > UINT32_MAX)
         return -1;
+    if (n >= FRAME_EV_OWN_BUFFER_MIN) {
+        /*
+         * A large reply (a page of jobs, a snapshot chunk) in the evbuffer's own memory
+         * would sit in a chunk rounded up to a power of two, up to twice its size: pack it
+         * into an exact buffer instead and let the evbuffer reference it, one append.
+         */
+        uint8_t *p = malloc(FRAME_HEADER_LEN + n);
+        if (p == NULL)
+            return -1;
+        frame_put_header(p, (uint32_t)n);
+        protobuf_c_message_pack(msg, p + FRAME_HEADER_LEN);
+        if (evbuffer_add_reference(out, p, FRAME_HEADER_LEN + n, free_packed, p) != 0) {
+            free(p);
+            return -1;
+        }
+        return 0;
+    }
     struct evbuffer_iovec v;
     if (evbuffer_reserve_space(out, (ev_ssize_t)(FRAME_HEADER_LEN + n), &v, 1) != 1)
         return -1;

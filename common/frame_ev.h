@@ -13,11 +13,10 @@
  *   - A frame is appended whole or not at all, so a write that fails (out of memory)
  *     never leaves a lone header in the output buffer.
  *
- * Ownership: frame_ev_take() hands the caller a malloc'd copy of the payload. The
- * frame_ev_add*() functions copy the payload into the evbuffer, except
- * frame_ev_add_owned(), which hands a malloc'd payload to the evbuffer (freed once sent,
- * or at once when the append fails), and frame_ev_add_message(), which packs the message
- * straight into the evbuffer's memory.
+ * Ownership: frame_ev_take() hands the caller a malloc'd copy of the payload.
+ * frame_ev_add() copies the payload into the evbuffer; frame_ev_add_message() packs the
+ * message once, straight into the evbuffer's memory when it is small, and into a buffer
+ * of its own that the evbuffer references (and frees once sent) when it is large.
  *
  * Built as its own static library (spurframe_ev) next to spurcommon, so that the static
  * supervisor, which links spurcommon, gains no libevent_extra or protobuf code from it.
@@ -46,14 +45,8 @@ enum frame_status frame_ev_take(struct evbuffer *in, size_t max_payload, uint8_t
 int frame_ev_add(struct evbuffer *out, const void *payload, size_t len);
 
 /*
- * Append a frame whose payload (malloc'd, len bytes) the evbuffer takes over without a
- * copy and frees once it is sent. Returns 0, or -1 with nothing added and payload freed.
- */
-int frame_ev_add_owned(struct evbuffer *out, void *payload, size_t len);
-
-/*
- * Append a frame holding msg packed, packed once straight into out's memory. Returns 0, or
- * -1 (out of memory, or a message over 4 GiB) with nothing added.
+ * Append a frame holding msg, packed once with no copy. Returns 0, or -1 (out of memory,
+ * or a message over 4 GiB) with nothing added.
  */
 int frame_ev_add_message(struct evbuffer *out, const ProtobufCMessage *msg);
 

@@ -529,6 +529,47 @@ START_TEST(test_ev_zero_length)
 }
 END_TEST
 
+/* A large message takes the referenced-buffer path: the same bytes, one frame, in order. */
+START_TEST(test_ev_add_large_message)
+{
+    struct evbuffer *b = evbuffer_new();
+    ck_assert_int_eq(frame_ev_add(b, "x", 1), 0);
+    static char name[200 * 1024];
+    memset(name, 'n', sizeof(name) - 1);
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    Spur__Api__Ping ping = SPUR__API__PING__INIT;
+    req.request_id = 42;
+    req.cluster_name = name;
+    req.op_case = SPUR__API__REQUEST__OP_PING;
+    req.ping = &ping;
+    size_t packed = spur__api__request__get_packed_size(&req);
+    ck_assert_uint_gt(packed, 64 * 1024);
+    ck_assert_int_eq(frame_ev_add_message(b, &req.base), 0);
+    ck_assert_int_eq(frame_ev_add(b, "yz", 2), 0);
+    ck_assert_uint_eq(evbuffer_get_length(b), 3 * FRAME_HEADER_LEN + 1 + packed + 2);
+
+    uint8_t *p = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(frame_ev_take(b, 1u << 20, &p, &len), FRAME_READY);
+    ck_assert_uint_eq(len, 1);
+    free(p);
+    ck_assert_int_eq(frame_ev_take(b, 1u << 20, &p, &len), FRAME_READY);
+    ck_assert_uint_eq(len, packed);
+    Spur__Api__Request *back = spur__api__request__unpack(NULL, len, p);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_uint_eq(back->request_id, 42);
+    ck_assert_uint_eq(strlen(back->cluster_name), sizeof(name) - 1);
+    spur__api__request__free_unpacked(back, NULL);
+    free(p);
+    ck_assert_int_eq(frame_ev_take(b, 1u << 20, &p, &len), FRAME_READY);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_mem_eq(p, "yz", 2);
+    free(p);
+    ck_assert_uint_eq(evbuffer_get_length(b), 0);
+    evbuffer_free(b);
+}
+END_TEST
+
 /* What the writers produce is frame.h's format: read back with the pure parser. */
 START_TEST(test_ev_add_matches_parse)
 {
@@ -618,6 +659,7 @@ static Suite *frame_suite(void)
     tcase_add_test(tc, test_ev_several_frames);
     tcase_add_test(tc, test_ev_zero_length);
     tcase_add_test(tc, test_ev_add_matches_parse);
+    tcase_add_test(tc, test_ev_add_large_message);
     tcase_add_test(tc, test_ev_add_appends);
     suite_add_tcase(s, tc);
     return s;
