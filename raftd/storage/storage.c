@@ -138,7 +138,7 @@ static int check_options(const struct storage_options *o, struct diskio_err *err
                            "storage: options: max_entry_bytes and max_group_bytes must be > 0");
     if (o->segment_bytes < WAL_MIN_SEGMENT_BYTES ||
         o->segment_bytes <
-            WAL_SEG_HEADER_SIZE + WAL_FRAME_HEADER + wal_entry_frame_size(o->max_entry_bytes))
+            WAL_SEG_HEADER_SIZE + WAL_FRAME_HEADER + wal_codec_frame_size(o->max_entry_bytes))
         return diskio_fail(err, DISKIO_EINVAL,
                            "storage: options: segment_bytes %" PRIu64
                            " cannot hold the largest entry (%" PRIu32 " bytes) or is under %u",
