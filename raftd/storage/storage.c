@@ -306,7 +306,7 @@ void storage_close(struct storage *st)
     storage_free(st);
 }
 
-/* ---------------------------------------------------------------- recovery, see storage_recover.c */
+/* ------------------------------------------- a damaged newest snapshot (storage_recover.c) */
 
 void storage_fallback_check(uint64_t older_index, uint64_t older_term, uint64_t newest_index,
                             uint64_t newest_term, const struct wal_entry *log, size_t n,

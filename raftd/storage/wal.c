@@ -286,8 +286,7 @@ static int read_file(int fd, uint8_t *dst, size_t len, size_t pg, struct scan_ct
         if ((size_t)n != want)
             return diskio_fail(c->err, DISKIO_EIO, "storage: read %s/%s: file shrank while read",
                                c->dirpath, c->name);
-        if (want == chunk && !looks_nonzero(dst + off, want) &&
-            wal_codec_all_zero(dst + off, want))
+        if (want == chunk && !looks_nonzero(dst + off, want) && wal_codec_all_zero(dst + off, want))
             madvise(dst + off, round_up(want, pg), MADV_DONTNEED);
         off += want;
     }
