@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build-fuzz"
 seconds=${FUZZ_SECONDS:-20}
-all=(frame status cfg http)
+all=(frame status cfg http wal)
 if [ "$#" -gt 0 ]; then
     names=("$@")
 else

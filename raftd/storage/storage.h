@@ -1,8 +1,9 @@
 /*
  * storage.h - the worker's durable Raft storage: hard state, log, snapshots.
  *
- * This is the only header the Raft shell needs. The on-disk format is in wal.c, meta.c and
- * snapfile.c (one comment block each) and in docs/storage-format.md.
+ * This is the only header the Raft shell needs. The on-disk format is in wal_codec.c, meta.c
+ * and snapfile.c (one comment block each) and in docs/storage-format.md. The module's files
+ * and how they fit are described in storage_int.h.
  *
  * GUARANTEES
  *

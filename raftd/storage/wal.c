@@ -1,68 +1,12 @@
 /*
- * wal.c - segment files, frames, batches, replay and recovery; see wal.h.
- *
- * ON-DISK FORMAT (version 1). All integers little-endian.
- *
- * Files. The log is a sequence of segment files state_dir/wal-<seq>.log, seq 16 lower-case
- * hex digits, consecutive (1, 2, 3, ...; compaction removes the oldest, so the first may be
- * higher than 1, but there is never a hole). A segment is created as wal-<seq>.log.tmp,
- * preallocated to its capacity (64 MiB by default) so appends do not change its size, given
- * its header, fsync'ed, renamed, and the directory fsync'ed; a *.tmp file is never part of
- * the log and is deleted at start-up.
- *
- * Segment header, bytes 0..63:
- *
- *     0  8 magic "SPURWAL\0"         32  8 capacity (informational)
- *     8  4 version, 1                40  8 creation time, ms since the epoch (informational)
- *    12  4 salt (random)             48 12 reserved, zero
- *    16  8 seq, as in the file name  60  4 CRC-32C of bytes 0..59
- *    24  8 sequence number of the first batch in this segment
- *
- * Frames. After the header the segment holds batches, back to back from offset 64, then
- * zeros (the preallocated space). Every frame starts at an offset that is a multiple of 8
- * and has a 32-byte header:
- *
- *     0  4 CRC-32C, seeded with the segment's salt, of bytes 4 .. end of the frame
- *          (rest of the header, payload, padding)
- *     4  1 kind: 1 batch, 2 entry, 3 truncate, 4 reset
- *     5  1 entry type (entry frames; zero otherwise)
- *     6  2 reserved, zero
- *     8  4 length: payload bytes (entry), body bytes (batch), zero otherwise
- *    12  4 frame count (batch), zero otherwise
- *    16  8 index (entry, truncate, reset) or batch sequence number (batch)
- *    24  8 term (entry, reset) or the constant "SPURBTCH" (batch)
- *
- * followed, for an entry, by its payload and zero padding to a multiple of 8. A batch is
- * a batch frame followed by `count` record frames filling exactly `length` bytes. Batch
- * sequence numbers increase by one across the whole log, segment boundaries included; the
- * segment header records the number its first batch carries.
- *
- * Records. An entry frame appends one entry, which must have the next index. A truncate
- * frame removes every entry with index >= its index (the conflicting suffix a new leader
- * overwrites). A reset frame records that a snapshot (index, term) was installed: entries
- * <= index are gone, entries after it stay only if they follow on from it. Replay applies
- * the records of every valid batch in order (rules in wal.h at struct wal_replay).
- *
- * Writing. The writer thread appends one batch per group commit with one pwrite and then
- * one fdatasync, and does not start the next batch before the sync returned. When a batch
- * does not fit, the segment so far is written and synced, and the rest goes to a new one.
- * So at most the last batch of the last segment can be incomplete after a crash.
- *
- * Recovery. Each segment is read whole and checked batch by batch. The log of a segment
- * ends cleanly where a batch header would start and only zeros follow up to the end of the
- * file (the unused, preallocated space), or at the end of the file. Anything else there -
- * a batch that is not whole and valid, or a zeroed header with written bytes after it - is
- * a TORN TAIL when it is in the last segment and no valid batch header can be found
- * anywhere after it: it and everything after it is cut off (the file truncated there,
- * preallocated again) with a warning. Otherwise - a valid batch follows, or the segment is
- * not the last - it is CORRUPTION: the recovery fails naming the file and offset, and the
- * caller exits 65 without touching the files. The salt in every checksum makes sure that
- * bytes copied from elsewhere (an entry whose payload is itself a log, a file from another
- * node) can never pass for a batch.
+ * wal.c - the log's files: segment names, recovery (read every segment, scan it with the
+ * codec, replay its records) and the writer (create, preallocate, append, sync, compact);
+ * see wal.h. The on-disk format is described in one block at the top of wal_codec.c, which
+ * holds every function that reads or writes the log's bytes; this file only moves them
+ * between the files and memory.
  */
 #include "wal.h"
 
-#include "crc32c.h"
 #include "log.h"
 #include "util.h"
 
@@ -78,286 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WAL_MAGIC       "SPURWAL"
-#define WAL_VERSION     1
-#define WAL_SEG_CRC_OFF 60
-#define WAL_BATCH_MAGIC 0x4843544252555053ull /* "SPURBTCH" read as a little-endian u64 */
-
-/* ---------------------------------------------------------------- codec */
-
-void wal_batch_init(struct wal_batch *b)
-{
-    memset(b, 0, sizeof(*b));
-}
-
-void wal_batch_free(struct wal_batch *b)
-{
-    free(b->buf);
-    memset(b, 0, sizeof(*b));
-}
-
-void wal_batch_begin(struct wal_batch *b, uint32_t salt)
-{
-    b->len = 0;
-    b->count = 0;
-    b->salt = salt;
-}
-
-static int batch_reserve(struct wal_batch *b, size_t more)
-{
-    size_t need = b->len + more + (b->len == 0 ? WAL_FRAME_HEADER : 0);
-    if (need > b->cap) {
-        size_t ncap = b->cap ? b->cap : 64 * 1024;
-        uint8_t *nb;
-        while (ncap < need)
-            ncap *= 2;
-        nb = realloc(b->buf, ncap);
-        if (nb == NULL) {
-            errno = ENOMEM;
-            return -1;
-        }
-        b->buf = nb;
-        b->cap = ncap;
-    }
-    if (b->len == 0)
-        b->len = WAL_FRAME_HEADER; /* room for the batch header */
-    return 0;
-}
-
-static void put_frame_header(uint8_t *p, uint8_t kind, uint8_t etype, uint32_t len, uint32_t count,
-                             uint64_t a, uint64_t b)
-{
-    p[4] = kind;
-    p[5] = etype;
-    p[6] = 0;
-    p[7] = 0;
-    diskio_put_le32(p + 8, len);
-    diskio_put_le32(p + 12, count);
-    diskio_put_le64(p + 16, a);
-    diskio_put_le64(p + 24, b);
-}
-
-static void seal_frame(uint8_t *p, size_t fsize, uint32_t salt)
-{
-    diskio_put_le32(p, crc32c_update(salt, p + 4, fsize - 4));
-}
-
-static int batch_add(struct wal_batch *b, uint8_t kind, uint8_t etype, uint64_t a, uint64_t t,
-                     const void *data, uint32_t len)
-{
-    size_t fsize = wal_entry_frame_size(len);
-    uint8_t *p;
-
-    if (batch_reserve(b, fsize) < 0)
-        return -1;
-    p = b->buf + b->len;
-    put_frame_header(p, kind, etype, len, 0, a, t);
-    if (len > 0)
-        memcpy(p + WAL_FRAME_HEADER, data, len);
-    memset(p + WAL_FRAME_HEADER + len, 0, fsize - WAL_FRAME_HEADER - len);
-    seal_frame(p, fsize, b->salt);
-    b->len += fsize;
-    b->count++;
-    return 0;
-}
-
-int wal_batch_add_entry(struct wal_batch *b, uint64_t index, uint64_t term, uint8_t type,
-                        const void *data, uint32_t len)
-{
-    return batch_add(b, WAL_KIND_ENTRY, type, index, term, data, len);
-}
-
-int wal_batch_add_truncate(struct wal_batch *b, uint64_t index)
-{
-    return batch_add(b, WAL_KIND_TRUNCATE, 0, index, 0, NULL, 0);
-}
-
-int wal_batch_add_reset(struct wal_batch *b, uint64_t index, uint64_t term)
-{
-    return batch_add(b, WAL_KIND_RESET, 0, index, term, NULL, 0);
-}
-
-void wal_batch_seal(struct wal_batch *b, uint64_t seq)
-{
-    put_frame_header(b->buf, WAL_KIND_BATCH, 0, (uint32_t)(b->len - WAL_FRAME_HEADER), b->count,
-                     seq, WAL_BATCH_MAGIC);
-    seal_frame(b->buf, WAL_FRAME_HEADER, b->salt);
-}
-
-static int all_zero(const uint8_t *p, size_t n)
-{
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        uint64_t w[4];
-        memcpy(w, p + i, sizeof(w));
-        if ((w[0] | w[1] | w[2] | w[3]) != 0)
-            return 0;
-    }
-    for (; i < n; i++)
-        if (p[i] != 0)
-            return 0;
-    return 1;
-}
-
-static int batch_header_valid(const uint8_t *p, uint32_t salt)
-{
-    return p[4] == WAL_KIND_BATCH && diskio_get_le64(p + 24) == WAL_BATCH_MAGIC &&
-           diskio_get_le32(p) == crc32c_update(salt, p + 4, WAL_FRAME_HEADER - 4);
-}
-
-int wal_batch_check(const uint8_t *p, size_t avail, uint32_t salt, struct wal_batch_info *bi,
-                    const char **why, size_t *bad_off)
-{
-    size_t body, pos, end;
-    uint32_t count;
-
-    memset(bi, 0, sizeof(*bi));
-    *bad_off = 0;
-    if (avail < WAL_FRAME_HEADER) {
-        if (all_zero(p, avail))
-            return WAL_CHECK_END;
-        *why = "incomplete batch header at the end of the segment";
-        return WAL_CHECK_BAD;
-    }
-    if (all_zero(p, WAL_FRAME_HEADER))
-        return WAL_CHECK_END;
-    if (p[4] != WAL_KIND_BATCH || diskio_get_le64(p + 24) != WAL_BATCH_MAGIC) {
-        *why = "no batch header where one must start";
-        return WAL_CHECK_BAD;
-    }
-    if (diskio_get_le32(p) != crc32c_update(salt, p + 4, WAL_FRAME_HEADER - 4)) {
-        *why = "batch header checksum mismatch";
-        return WAL_CHECK_BAD;
-    }
-    body = diskio_get_le32(p + 8);
-    count = diskio_get_le32(p + 12);
-    bi->seq = diskio_get_le64(p + 16);
-    bi->count = count;
-    bi->size = WAL_FRAME_HEADER + body;
-    if (p[5] != 0 || p[6] != 0 || p[7] != 0 || body % 8 != 0 || count == 0 ||
-        body < (size_t)count * WAL_FRAME_HEADER) {
-        *why = "batch header with impossible length or count";
-        return WAL_CHECK_BAD;
-    }
-    if (body > avail - WAL_FRAME_HEADER) {
-        *why = "batch runs past the end of the segment";
-        *bad_off = avail;
-        return WAL_CHECK_BAD;
-    }
-    end = WAL_FRAME_HEADER + body;
-    pos = WAL_FRAME_HEADER;
-    for (uint32_t i = 0; i < count; i++) {
-        const uint8_t *f = p + pos;
-        uint8_t kind;
-        uint32_t len;
-        size_t fsize;
-
-        *bad_off = pos;
-        if (end - pos < WAL_FRAME_HEADER) {
-            *why = "batch shorter than its frame count";
-            return WAL_CHECK_BAD;
-        }
-        if (all_zero(f, WAL_FRAME_HEADER)) {
-            *why = "zeroed frame inside a batch";
-            return WAL_CHECK_BAD;
-        }
-        kind = f[4];
-        len = diskio_get_le32(f + 8);
-        fsize = wal_entry_frame_size(len);
-        if (fsize > end - pos) {
-            *why = "frame runs past the end of its batch";
-            return WAL_CHECK_BAD;
-        }
-        if (diskio_get_le32(f) != crc32c_update(salt, f + 4, fsize - 4)) {
-            *why = "frame checksum mismatch";
-            return WAL_CHECK_BAD;
-        }
-        if (kind != WAL_KIND_ENTRY && kind != WAL_KIND_TRUNCATE && kind != WAL_KIND_RESET) {
-            *why = "unknown frame kind";
-            return WAL_CHECK_BAD;
-        }
-        if (f[6] != 0 || f[7] != 0 || diskio_get_le32(f + 12) != 0 ||
-            (kind != WAL_KIND_ENTRY && (len != 0 || f[5] != 0))) {
-            *why = "frame with reserved fields set";
-            return WAL_CHECK_BAD;
-        }
-        pos += fsize;
-    }
-    if (pos != end) {
-        *bad_off = pos;
-        *why = "batch longer than its frames";
-        return WAL_CHECK_BAD;
-    }
-    return WAL_CHECK_OK;
-}
-
-size_t wal_batch_record(const uint8_t *p, size_t pos, struct wal_record *rec)
-{
-    const uint8_t *f = p + pos;
-
-    rec->kind = f[4];
-    rec->etype = f[5];
-    rec->len = diskio_get_le32(f + 8);
-    rec->index = diskio_get_le64(f + 16);
-    rec->term = diskio_get_le64(f + 24);
-    rec->data = rec->len > 0 ? f + WAL_FRAME_HEADER : NULL;
-    return pos + wal_entry_frame_size(rec->len);
-}
-
-size_t wal_find_batch(const uint8_t *img, size_t from, size_t len, uint32_t salt)
-{
-    size_t pos = (from + 7) & ~(size_t)7;
-
-    for (; pos + WAL_FRAME_HEADER <= len; pos += 8) {
-        if (img[pos + 4] == WAL_KIND_BATCH && batch_header_valid(img + pos, salt))
-            return pos;
-    }
-    return SIZE_MAX;
-}
-
-void wal_seg_header_encode(const struct wal_seg_header *h, uint8_t out[WAL_SEG_HEADER_SIZE])
-{
-    memset(out, 0, WAL_SEG_HEADER_SIZE);
-    memcpy(out, WAL_MAGIC, 8); /* includes the NUL */
-    diskio_put_le32(out + 8, WAL_VERSION);
-    diskio_put_le32(out + 12, h->salt);
-    diskio_put_le64(out + 16, h->seq);
-    diskio_put_le64(out + 24, h->first_batch);
-    diskio_put_le64(out + 32, h->capacity);
-    diskio_put_le64(out + 40, h->created_ms);
-    diskio_put_le32(out + WAL_SEG_CRC_OFF, crc32c_update(0, out, WAL_SEG_CRC_OFF));
-}
-
-int wal_seg_header_decode(const uint8_t *buf, struct wal_seg_header *h, const char **why,
-                          size_t *at)
-{
-    *at = 0;
-    if (memcmp(buf, WAL_MAGIC, 8) != 0) {
-        *why = "bad magic (not a spur log segment)";
-        return -1;
-    }
-    if (diskio_get_le32(buf + WAL_SEG_CRC_OFF) != crc32c_update(0, buf, WAL_SEG_CRC_OFF)) {
-        *why = "segment header checksum mismatch";
-        *at = WAL_SEG_CRC_OFF;
-        return -1;
-    }
-    if (diskio_get_le32(buf + 8) != WAL_VERSION) {
-        *why = "unsupported segment version";
-        *at = 8;
-        return -1;
-    }
-    if (!all_zero(buf + 48, 12)) {
-        *why = "segment header reserved bytes not zero";
-        *at = 48;
-        return -1;
-    }
-    h->salt = diskio_get_le32(buf + 12);
-    h->seq = diskio_get_le64(buf + 16);
-    h->first_batch = diskio_get_le64(buf + 24);
-    h->capacity = diskio_get_le64(buf + 32);
-    h->created_ms = diskio_get_le64(buf + 40);
-    return 0;
-}
+/* ---------------------------------------------------------------- names */
 
 void wal_seg_name(char out[WAL_NAME_MAX], uint64_t seq)
 {
@@ -384,91 +49,6 @@ int wal_seg_parse_name(const char *name, uint64_t *seq)
     }
     *seq = v;
     return 0;
-}
-
-/* ---------------------------------------------------------------- replay */
-
-void wal_replay_init(struct wal_replay *r, struct wal_entry *v, size_t cap)
-{
-    memset(r, 0, sizeof(*r));
-    r->v = v;
-    r->cap = cap;
-}
-
-int wal_replay_apply(struct wal_replay *r, const struct wal_record *rec, const char **why)
-{
-    size_t live = r->n - r->start;
-    uint64_t first = live ? r->v[r->start].index : 0;
-    uint64_t last = live ? r->v[r->n - 1].index : 0;
-
-    switch (rec->kind) {
-    case WAL_KIND_ENTRY: {
-        struct wal_entry *e;
-        if (rec->index == 0) {
-            *why = "entry with index 0";
-            return -1;
-        }
-        if (r->next != 0 && rec->index != r->next) {
-            *why = "entry index does not follow the previous record";
-            return -1;
-        }
-        if (rec->term < r->last_term) {
-            *why = "entry term lower than the term before it";
-            return -1;
-        }
-        if (r->n == r->cap) {
-            *why = "more entries than the log can hold";
-            return -1;
-        }
-        e = &r->v[r->n++];
-        e->index = rec->index;
-        e->term = rec->term;
-        e->type = rec->etype;
-        e->len = rec->len;
-        e->data = rec->data;
-        r->next = rec->index + 1;
-        r->last_term = rec->term;
-        return 0;
-    }
-    case WAL_KIND_TRUNCATE:
-        if (rec->index == 0 || (r->next != 0 && rec->index > r->next)) {
-            *why = "truncate beyond the end of the log";
-            return -1;
-        }
-        if (live > 0 && rec->index <= first)
-            r->n = r->start;
-        else if (live > 0 && rec->index <= last)
-            r->n = r->start + (size_t)(rec->index - first);
-        if (r->n == r->start) {
-            r->n = r->start = 0;
-            /* The term before the cut is known only when the cut is where it was. */
-            if (r->next != rec->index)
-                r->last_term = 0;
-        } else {
-            r->last_term = r->v[r->n - 1].term;
-        }
-        r->next = rec->index;
-        return 0;
-    case WAL_KIND_RESET:
-        if (rec->index == 0) {
-            *why = "reset to index 0";
-            return -1;
-        }
-        if (live > 0 && first <= rec->index + 1 && rec->index <= last) {
-            if (rec->index >= first)
-                r->start += (size_t)(rec->index - first + 1);
-        } else {
-            r->start = r->n;
-        }
-        if (r->n == r->start) {
-            r->n = r->start = 0;
-            r->next = rec->index + 1;
-            r->last_term = rec->term;
-        }
-        return 0;
-    }
-    *why = "unknown record kind";
-    return -1;
 }
 
 /* ---------------------------------------------------------------- recovery */
@@ -605,19 +185,21 @@ static int corrupt(struct scan_ctx *c, uint64_t off, const char *why)
                        off, why);
 }
 
-/* Offset one past the last non-zero byte of img[from..len), or from when all are zero. */
-static size_t last_nonzero(const uint8_t *img, size_t from, size_t len)
+/* Records of a segment go to the replay; the segment remembers the highest index named. */
+struct scan_replay {
+    struct wal_replay *replay;
+    struct wal_segment *seg;
+};
+
+static int scan_record(void *arg, const struct wal_record *rec, const char **why)
 {
-    while (len - from >= 8) {
-        uint64_t v;
-        memcpy(&v, img + len - 8, 8);
-        if (v != 0)
-            break;
-        len -= 8;
-    }
-    while (len > from && img[len - 1] == 0)
-        len--;
-    return len;
+    struct scan_replay *s = arg;
+
+    if (wal_replay_apply(s->replay, rec, why) < 0)
+        return -1;
+    if (rec->index > s->seg->high)
+        s->seg->high = rec->index;
+    return 0;
 }
 
 /*
@@ -628,14 +210,16 @@ static int scan_segment(struct scan_ctx *c, const uint8_t *img, size_t len, bool
                         const struct wal_segment *prev, struct wal_segment *seg,
                         struct wal_recovery *out)
 {
+    struct scan_replay sr = {.replay = &out->replay, .seg = seg};
     struct wal_seg_header h;
+    struct wal_codec_scan sc;
     const char *why;
-    size_t at, pos;
-    char msg[160];
+    size_t at;
+    char msg[240];
 
     if (len < WAL_SEG_HEADER_SIZE)
         return corrupt(c, len, "file shorter than the 64-byte segment header");
-    if (wal_seg_header_decode(img, &h, &why, &at) < 0)
+    if (wal_codec_seg_header_decode(img, &h, &why, &at) < 0)
         return corrupt(c, at, why);
     if (h.seq != seg->seq)
         return corrupt(c, 16, "segment header names another sequence number than the file");
@@ -648,72 +232,26 @@ static int scan_segment(struct scan_ctx *c, const uint8_t *img, size_t len, bool
     }
     seg->salt = h.salt;
     seg->first_batch = h.first_batch;
-    seg->next_batch = h.first_batch;
     seg->size = len;
     seg->capacity = h.capacity;
     seg->high = 0;
 
-    pos = WAL_SEG_HEADER_SIZE;
-    while (pos < len) {
-        struct wal_batch_info bi;
-        size_t bad, found;
-        int rc = wal_batch_check(img + pos, len - pos, h.salt, &bi, &why, &bad);
-
-        if (rc == WAL_CHECK_OK) {
-            size_t fpos = WAL_FRAME_HEADER;
-            if (bi.seq != seg->next_batch) {
-                snprintf(msg, sizeof(msg),
-                         "batch has sequence number %" PRIu64 ", expected %" PRIu64, bi.seq,
-                         seg->next_batch);
-                return corrupt(c, pos, msg);
-            }
-            for (uint32_t i = 0; i < bi.count; i++) {
-                struct wal_record rec;
-                size_t rpos = fpos;
-                fpos = wal_batch_record(img + pos, fpos, &rec);
-                if (wal_replay_apply(&out->replay, &rec, &why) < 0)
-                    return corrupt(c, pos + rpos, why);
-                if (rec.index > seg->high)
-                    seg->high = rec.index;
-            }
-            seg->next_batch++;
-            pos += bi.size;
-            continue;
-        }
-        if (rc == WAL_CHECK_END) {
-            found = wal_find_batch(img, pos + WAL_FRAME_HEADER, len, h.salt);
-            if (found != SIZE_MAX) {
-                snprintf(msg, sizeof(msg),
-                         "zeroed bytes where a batch must start, and a valid batch at offset "
-                         "%zu after them",
-                         found);
-                return corrupt(c, pos, msg);
-            }
-            if (last_nonzero(img, pos, len) == pos)
-                break; /* the clean end: nothing but zeros from here */
-            /* Zeros where the next batch header belongs, yet bytes after them: the header
-             * of a batch that was being written never reached the disk. */
-            why = "zeroed batch header followed by written bytes";
-            bad = 0;
-            memset(&bi, 0, sizeof(bi));
-        }
-        /* WAL_CHECK_BAD: a torn tail only at the end of the last segment. */
-        found = wal_find_batch(img, bi.size > 0 && bi.size <= len - pos ? pos + bi.size : pos + 8,
-                               len, h.salt);
-        if (!is_last || found != SIZE_MAX) {
-            if (found != SIZE_MAX)
-                snprintf(msg, sizeof(msg), "%s (a valid batch follows at offset %zu)", why, found);
-            else
-                snprintf(msg, sizeof(msg), "%s (in a segment that is not the last)", why);
-            return corrupt(c, pos + bad, msg);
+    wal_codec_scan(img, WAL_SEG_HEADER_SIZE, len, h.salt, h.first_batch, scan_record, &sr, &sc);
+    if (sc.stop == WAL_CODEC_CORRUPT)
+        return corrupt(c, sc.bad, sc.msg);
+    if (sc.stop == WAL_CODEC_TORN) {
+        /* A torn tail only at the end of the last segment. */
+        if (!is_last) {
+            snprintf(msg, sizeof(msg), "%s (in a segment that is not the last)", sc.why);
+            return corrupt(c, sc.bad, msg);
         }
         out->torn = true;
-        out->torn_off = pos;
-        out->torn_bytes = last_nonzero(img, pos, len) - pos;
-        out->torn_why = why;
-        break;
+        out->torn_off = sc.end;
+        out->torn_bytes = sc.torn_bytes;
+        out->torn_why = sc.why;
     }
-    seg->end = pos;
+    seg->next_batch = sc.next_batch;
+    seg->end = sc.end;
     return DISKIO_OK;
 }
 
@@ -748,7 +286,7 @@ static int read_file(int fd, uint8_t *dst, size_t len, size_t pg, struct scan_ct
         if ((size_t)n != want)
             return diskio_fail(c->err, DISKIO_EIO, "storage: read %s/%s: file shrank while read",
                                c->dirpath, c->name);
-        if (want == chunk && !looks_nonzero(dst + off, want) && all_zero(dst + off, want))
+        if (want == chunk && !looks_nonzero(dst + off, want) && wal_codec_all_zero(dst + off, want))
             madvise(dst + off, round_up(want, pg), MADV_DONTNEED);
         off += want;
     }
@@ -907,7 +445,7 @@ static int create_segment(struct wal_writer *w, uint64_t seq, struct diskio_err 
     h.first_batch = w->next_batch;
     h.capacity = w->seg_bytes;
     h.created_ms = wall_ms();
-    wal_seg_header_encode(&h, hdr);
+    wal_codec_seg_header_encode(&h, hdr);
 
     fd = openat(w->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -949,7 +487,7 @@ static int create_segment(struct wal_writer *w, uint64_t seq, struct diskio_err 
     w->fd = fd;
     w->dirty = false;
     w->segments_created++;
-    wal_batch_begin(&w->batch, s.salt);
+    wal_codec_batch_begin(&w->batch, s.salt);
     return DISKIO_OK;
 fail:
     close(fd);
@@ -978,7 +516,7 @@ int wal_writer_open(struct wal_writer *w, int dirfd, const char *dirpath,
     w->sync = *sync;
     w->seg_bytes = seg_bytes < WAL_MIN_SEGMENT_BYTES ? WAL_MIN_SEGMENT_BYTES : seg_bytes;
     w->next_batch = rec->next_batch;
-    wal_batch_init(&w->batch);
+    wal_codec_batch_init(&w->batch);
     for (size_t i = 0; i < rec->n_segs; i++) {
         if (segs_push(w, &rec->segs[i]) < 0) {
             wal_writer_close(w);
@@ -1024,7 +562,7 @@ int wal_writer_open(struct wal_writer *w, int dirfd, const char *dirpath,
         }
     }
     a->size = target;
-    wal_batch_begin(&w->batch, a->salt);
+    wal_codec_batch_begin(&w->batch, a->salt);
     return DISKIO_OK;
 }
 
@@ -1036,7 +574,7 @@ void wal_writer_close(struct wal_writer *w)
     free(w->segs);
     w->segs = NULL;
     w->n_segs = w->segs_cap = 0;
-    wal_batch_free(&w->batch);
+    wal_codec_batch_free(&w->batch);
 }
 
 int wal_writer_flush(struct wal_writer *w, struct diskio_err *err)
@@ -1046,21 +584,21 @@ int wal_writer_flush(struct wal_writer *w, struct diskio_err *err)
 
     if (w->batch.count == 0)
         return DISKIO_OK;
-    wal_batch_seal(&w->batch, w->next_batch);
-    if (diskio_pwrite_full(w->fd, w->batch.buf, w->batch.len, (off_t)a->end) < 0) {
+    wal_codec_batch_seal(&w->batch, w->next_batch);
+    if (diskio_pwrite_full(w->fd, w->batch.buf.p, w->batch.buf.len, (off_t)a->end) < 0) {
         wal_seg_name(name, a->seq);
         return diskio_fail_errno(err, errno, "storage: write %s/%s at offset %" PRIu64, w->dirpath,
                                  name, a->end);
     }
-    a->end += w->batch.len;
+    a->end += w->batch.buf.len;
     if (a->end > a->size)
         a->size = a->end;
     w->next_batch++;
     a->next_batch = w->next_batch;
-    w->bytes_written += w->batch.len;
+    w->bytes_written += w->batch.buf.len;
     w->batches_written++;
     w->dirty = true;
-    wal_batch_begin(&w->batch, a->salt);
+    wal_codec_batch_begin(&w->batch, a->salt);
     return DISKIO_OK;
 }
 
@@ -1085,7 +623,7 @@ static int make_room(struct wal_writer *w, size_t fsize, struct diskio_err *err)
     size_t hdr = w->batch.count == 0 ? WAL_FRAME_HEADER : 0;
     int rc;
 
-    if (a->end + w->batch.len + hdr + fsize <= a->size)
+    if (a->end + w->batch.buf.len + hdr + fsize <= a->size)
         return DISKIO_OK;
     if (WAL_SEG_HEADER_SIZE + WAL_FRAME_HEADER + fsize > w->seg_bytes)
         return diskio_fail(err, DISKIO_EINVAL,
@@ -1119,10 +657,10 @@ static int nomem(struct diskio_err *err)
 
 int wal_writer_entry(struct wal_writer *w, const struct wal_entry *e, struct diskio_err *err)
 {
-    int rc = make_room(w, wal_entry_frame_size(e->len), err);
+    int rc = make_room(w, wal_codec_frame_size(e->len), err);
     if (rc != DISKIO_OK)
         return rc;
-    if (wal_batch_add_entry(&w->batch, e->index, e->term, e->type, e->data, e->len) < 0)
+    if (wal_codec_batch_add_entry(&w->batch, e->index, e->term, e->type, e->data, e->len) < 0)
         return nomem(err);
     note_index(w, e->index);
     return DISKIO_OK;
@@ -1133,7 +671,7 @@ int wal_writer_truncate(struct wal_writer *w, uint64_t index, struct diskio_err 
     int rc = make_room(w, WAL_FRAME_HEADER, err);
     if (rc != DISKIO_OK)
         return rc;
-    if (wal_batch_add_truncate(&w->batch, index) < 0)
+    if (wal_codec_batch_add_truncate(&w->batch, index) < 0)
         return nomem(err);
     note_index(w, index);
     return DISKIO_OK;
@@ -1144,7 +682,7 @@ int wal_writer_reset(struct wal_writer *w, uint64_t index, uint64_t term, struct
     int rc = make_room(w, WAL_FRAME_HEADER, err);
     if (rc != DISKIO_OK)
         return rc;
-    if (wal_batch_add_reset(&w->batch, index, term) < 0)
+    if (wal_codec_batch_add_reset(&w->batch, index, term) < 0)
         return nomem(err);
     note_index(w, index);
     return DISKIO_OK;

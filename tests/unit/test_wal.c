@@ -1,8 +1,8 @@
 /*
- * test_wal.c - the log: frame and batch codec, replay rules, recovery of every torn-tail
+ * test_wal.c - the log: segment header and names, replay rules, recovery of every torn-tail
  * shape, refusal of corruption with file and offset, the write path through the storage
  * facade (completions, truncation, rotation, compaction, installs) and a crash test that
- * SIGKILLs a writer mid-stream.
+ * SIGKILLs a writer mid-stream. The batch codec on its own is tested in test_wal_codec.c.
  */
 #include "crc32c.h"
 #include "storage.h"
@@ -211,13 +211,13 @@ static void find_batches(const char *path, struct batches *b)
     struct wal_seg_header h;
     const char *why;
 
-    ck_assert_int_eq(wal_seg_header_decode(img, &h, &why, &at), 0);
+    ck_assert_int_eq(wal_codec_seg_header_decode(img, &h, &why, &at), 0);
     b->n = 0;
     b->salt = h.salt;
     while (pos < len && b->n < 4096) {
         struct wal_batch_info bi;
         size_t bad;
-        if (wal_batch_check(img + pos, len - pos, h.salt, &bi, &why, &bad) != WAL_CHECK_OK)
+        if (wal_codec_batch_check(img + pos, len - pos, h.salt, &bi, &why, &bad) != WAL_CHECK_OK)
             break;
         b->off[b->n] = pos;
         b->size[b->n] = bi.size;
@@ -236,116 +236,7 @@ static uint32_t file_crc(const char *path)
     return c;
 }
 
-/* ================================================================ codec */
-
-START_TEST(test_batch_roundtrip)
-{
-    struct wal_batch b;
-    struct wal_batch_info bi;
-    struct wal_record rec;
-    const char *why;
-    size_t bad, pos;
-    uint8_t data[64];
-    uint32_t lens[] = {0, 1, 7, 8, 9, 63};
-
-    for (int i = 0; i < 64; i++)
-        data[i] = (uint8_t)i;
-    wal_batch_init(&b);
-    wal_batch_begin(&b, 0x1234);
-    for (int i = 0; i < 6; i++)
-        ck_assert_int_eq(wal_batch_add_entry(&b, 10 + i, 3, 2, data, lens[i]), 0);
-    ck_assert_int_eq(wal_batch_add_truncate(&b, 12), 0);
-    ck_assert_int_eq(wal_batch_add_reset(&b, 40, 5), 0);
-    wal_batch_seal(&b, 77);
-    ck_assert_uint_eq(b.len % 8, 0);
-    ck_assert_int_eq(wal_batch_check(b.buf, b.len, 0x1234, &bi, &why, &bad), WAL_CHECK_OK);
-    ck_assert_uint_eq(bi.seq, 77);
-    ck_assert_uint_eq(bi.count, 8);
-    ck_assert_uint_eq(bi.size, b.len);
-    /* The same bytes under another salt are not a batch. */
-    ck_assert_int_eq(wal_batch_check(b.buf, b.len, 0x1235, &bi, &why, &bad), WAL_CHECK_BAD);
-    ck_assert_int_eq(wal_batch_check(b.buf, b.len, 0x1234, &bi, &why, &bad), WAL_CHECK_OK);
-    pos = WAL_FRAME_HEADER;
-    for (int i = 0; i < 6; i++) {
-        ck_assert_uint_eq(pos % 8, 0);
-        pos = wal_batch_record(b.buf, pos, &rec);
-        ck_assert_int_eq(rec.kind, WAL_KIND_ENTRY);
-        ck_assert_uint_eq(rec.index, 10 + (uint64_t)i);
-        ck_assert_uint_eq(rec.term, 3);
-        ck_assert_int_eq(rec.etype, 2);
-        ck_assert_uint_eq(rec.len, lens[i]);
-        if (lens[i] > 0)
-            ck_assert_mem_eq(rec.data, data, lens[i]);
-        else
-            ck_assert_ptr_null(rec.data);
-    }
-    pos = wal_batch_record(b.buf, pos, &rec);
-    ck_assert_int_eq(rec.kind, WAL_KIND_TRUNCATE);
-    ck_assert_uint_eq(rec.index, 12);
-    pos = wal_batch_record(b.buf, pos, &rec);
-    ck_assert_int_eq(rec.kind, WAL_KIND_RESET);
-    ck_assert_uint_eq(rec.index, 40);
-    ck_assert_uint_eq(rec.term, 5);
-    ck_assert_uint_eq(pos, b.len);
-    wal_batch_free(&b);
-}
-END_TEST
-
-/* Every single-bit error anywhere in a batch is caught. */
-START_TEST(test_batch_every_flip_detected)
-{
-    struct wal_batch b;
-    struct wal_batch_info bi;
-    const char *why;
-    size_t bad;
-    uint8_t data[40] = "the quick brown fox jumps over the lazy";
-
-    wal_batch_init(&b);
-    wal_batch_begin(&b, 99);
-    wal_batch_add_entry(&b, 1, 1, 1, data, sizeof(data));
-    wal_batch_add_entry(&b, 2, 1, 1, data, 5);
-    wal_batch_add_truncate(&b, 2);
-    wal_batch_seal(&b, 1);
-    for (size_t i = 0; i < b.len; i++) {
-        for (int bit = 0; bit < 8; bit++) {
-            b.buf[i] ^= (uint8_t)(1u << bit);
-            ck_assert_msg(wal_batch_check(b.buf, b.len, 99, &bi, &why, &bad) != WAL_CHECK_OK,
-                          "flip of byte %zu bit %d not detected", i, bit);
-            b.buf[i] ^= (uint8_t)(1u << bit);
-        }
-    }
-    /* Every strict prefix is incomplete, never valid. */
-    for (size_t l = 0; l < b.len; l++)
-        ck_assert_int_ne(wal_batch_check(b.buf, l, 99, &bi, &why, &bad), WAL_CHECK_OK);
-    wal_batch_free(&b);
-}
-END_TEST
-
-START_TEST(test_batch_end_and_find)
-{
-    uint8_t img[512] = {0};
-    struct wal_batch b;
-    struct wal_batch_info bi;
-    const char *why;
-    size_t bad;
-
-    ck_assert_int_eq(wal_batch_check(img, sizeof(img), 5, &bi, &why, &bad), WAL_CHECK_END);
-    ck_assert_int_eq(wal_batch_check(img, 10, 5, &bi, &why, &bad), WAL_CHECK_END);
-    img[3] = 1;
-    ck_assert_int_eq(wal_batch_check(img, 10, 5, &bi, &why, &bad), WAL_CHECK_BAD);
-    img[3] = 0;
-    ck_assert_uint_eq(wal_find_batch(img, 0, sizeof(img), 5), SIZE_MAX);
-    wal_batch_init(&b);
-    wal_batch_begin(&b, 5);
-    wal_batch_add_entry(&b, 1, 1, 1, "x", 1);
-    wal_batch_seal(&b, 1);
-    memcpy(img + 200, b.buf, b.len);
-    ck_assert_uint_eq(wal_find_batch(img, 0, sizeof(img), 5), 200);
-    ck_assert_uint_eq(wal_find_batch(img, 201, sizeof(img), 5), SIZE_MAX);
-    ck_assert_uint_eq(wal_find_batch(img, 0, sizeof(img), 6), SIZE_MAX);
-    wal_batch_free(&b);
-}
-END_TEST
+/* ================================================================ segment header, names */
 
 START_TEST(test_seg_header_and_names)
 {
@@ -361,14 +252,14 @@ START_TEST(test_seg_header_and_names)
     size_t at;
     uint64_t seq;
 
-    wal_seg_header_encode(&h, buf);
-    ck_assert_int_eq(wal_seg_header_decode(buf, &g, &why, &at), 0);
+    wal_codec_seg_header_encode(&h, buf);
+    ck_assert_int_eq(wal_codec_seg_header_decode(buf, &g, &why, &at), 0);
     ck_assert_uint_eq(g.seq, h.seq);
     ck_assert_uint_eq(g.salt, h.salt);
     ck_assert_uint_eq(g.first_batch, 99);
     for (size_t i = 0; i < sizeof(buf); i++) {
         buf[i] ^= 0x10;
-        ck_assert_int_eq(wal_seg_header_decode(buf, &g, &why, &at), -1);
+        ck_assert_int_eq(wal_codec_seg_header_decode(buf, &g, &why, &at), -1);
         buf[i] ^= 0x10;
     }
     wal_seg_name(name, 0x1234);
@@ -874,8 +765,8 @@ static void partial_batch(const char *path, size_t off, size_t size, const struc
     uint8_t *img = read_all(path, &len);
     size_t pos = off + WAL_FRAME_HEADER;
     struct wal_record rec;
-    pos = off + wal_batch_record(img + off, WAL_FRAME_HEADER, &rec);
-    pos = off + wal_batch_record(img + off, pos - off, &rec);
+    pos = off + wal_codec_batch_record(img + off, WAL_FRAME_HEADER, &rec);
+    pos = off + wal_codec_batch_record(img + off, pos - off, &rec);
     free(img);
     zero_at(path, pos, off + size - pos);
 }
@@ -1012,7 +903,7 @@ START_TEST(test_corrupt_middle_payload)
 
     five_batches(b, path, sizeof(path));
     /* A byte of the second entry's payload in batch 2. */
-    frame = b->off[1] + WAL_FRAME_HEADER + wal_entry_frame_size(payload_len(4));
+    frame = b->off[1] + WAL_FRAME_HEADER + wal_codec_frame_size(payload_len(4));
     flip_at(path, frame + WAL_FRAME_HEADER + 1);
     before = file_crc(path);
     expect_corrupt_at("wal-0000000000000001.log", frame);
@@ -1477,9 +1368,6 @@ static Suite *wal_suite(void)
 {
     Suite *s = suite_create("wal");
     TCase *tc = tcase_create("codec");
-    tcase_add_test(tc, test_batch_roundtrip);
-    tcase_add_test(tc, test_batch_every_flip_detected);
-    tcase_add_test(tc, test_batch_end_and_find);
     tcase_add_test(tc, test_seg_header_and_names);
     tcase_add_test(tc, test_replay_rules);
     tcase_add_test(tc, test_replay_capacity);
