@@ -2,6 +2,7 @@
  * test_crc32c.c - CRC-32C against published check values, chaining, and the hardware path
  * against the table path on every alignment.
  */
+#include "check_run.h"
 #include "crc32c.h"
 
 #include <check.h>
@@ -74,17 +75,10 @@ int main(void)
 {
     Suite *s = suite_create("crc32c");
     TCase *tc = tcase_create("crc32c");
-    SRunner *sr;
-    int failed;
-
     tcase_add_test(tc, test_known_values);
     tcase_add_test(tc, test_chaining);
     tcase_add_test(tc, test_hw_matches_sw);
     tcase_add_test(tc, test_seed_changes_result);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(s);
 }

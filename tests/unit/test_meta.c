@@ -3,11 +3,11 @@
  * checksum failure.
  */
 #include "meta.h"
+#include "scratch.h"
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,18 +22,9 @@ static int dfd = -1;
 static const struct diskio_sync nosync = {.fsync = false};
 static const struct diskio_sync dosync = {.fsync = true};
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
-    snprintf(tdir, sizeof(tdir), "%s/t-XXXXXX", base);
-    ck_assert_ptr_nonnull(mkdtemp(tdir));
+    scratch_make(tdir, sizeof(tdir), base);
     dfd = open(tdir, O_RDONLY | O_DIRECTORY);
     ck_assert_int_ge(dfd, 0);
 }
@@ -41,7 +32,7 @@ static void setup(void)
 static void teardown(void)
 {
     close(dfd);
-    nftw(tdir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    scratch_remove(tdir);
 }
 
 static void put_file(const char *name, const void *p, size_t len)
@@ -205,9 +196,6 @@ int main(void)
 {
     Suite *s = suite_create("meta");
     TCase *tc = tcase_create("codec");
-    SRunner *sr;
-    int failed;
-
     tcase_add_test(tc, test_codec_roundtrip);
     tcase_add_test(tc, test_codec_every_flip_refused);
     suite_add_tcase(s, tc);
@@ -220,13 +208,5 @@ int main(void)
     tcase_add_test(tc, test_short_and_long_file_refused);
     tcase_add_test(tc, test_store_error_reported);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    snprintf(base, sizeof(base), "/tmp/spur-test-meta-XXXXXX");
-    if (mkdtemp(base) == NULL)
-        return EXIT_FAILURE;
-    srunner_run_all(sr, CK_NORMAL);
-    nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return scratch_run(s, base, sizeof(base), "meta");
 }

@@ -4,6 +4,7 @@
  * snapshot is never loaded, the older one is used only when the log covers the gap (the
  * pure rule, storage_fallback_check, and the refusal's exact message).
  */
+#include "scratch.h"
 #include "snapfile.h"
 #include "storage.h"
 
@@ -11,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -28,18 +28,9 @@ static int dfd = -1;
 static const struct diskio_sync nosync = {.fsync = false};
 static const struct diskio_sync dosync = {.fsync = true};
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
-    snprintf(tdir, sizeof(tdir), "%s/t-XXXXXX", base);
-    ck_assert_ptr_nonnull(mkdtemp(tdir));
+    scratch_make(tdir, sizeof(tdir), base);
     dfd = open(tdir, O_RDONLY | O_DIRECTORY);
     ck_assert_int_ge(dfd, 0);
 }
@@ -47,7 +38,7 @@ static void setup(void)
 static void teardown(void)
 {
     close(dfd);
-    nftw(tdir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    scratch_remove(tdir);
 }
 
 static size_t count_files(const char *suffix)
@@ -722,9 +713,6 @@ int main(void)
 {
     Suite *s = suite_create("snapfile");
     TCase *tc = tcase_create("codec");
-    SRunner *sr;
-    int failed;
-
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_header_codec);
     suite_add_tcase(s, tc);
@@ -750,13 +738,5 @@ int main(void)
     tcase_add_test(tc, test_fallback_rule_ranges);
     tcase_add_test(tc, test_fallback_rule_terms);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    snprintf(base, sizeof(base), "/tmp/spur-test-snap-XXXXXX");
-    if (mkdtemp(base) == NULL)
-        return EXIT_FAILURE;
-    srunner_run_all(sr, CK_NORMAL);
-    nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return scratch_run(s, base, sizeof(base), "snap");
 }

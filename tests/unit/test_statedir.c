@@ -4,6 +4,7 @@
  * holder's pid; the lock gone when its holder dies, however it dies; every refusal exit 73
  * with a message that says why.
  */
+#include "check_run.h"
 #include "statedir.h"
 #include "util.h"
 
@@ -283,11 +284,5 @@ static Suite *statedir_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(statedir_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(statedir_suite());
 }

@@ -4,6 +4,7 @@
  * descriptor is made non-blocking and close-on-exec; a full pipe drops whole frames and
  * never blocks or leaves half a frame; a closed read end is reported as broken, for good.
  */
+#include "check_run.h"
 #include "frame.h"
 #include "status.h"
 #include "statusw.h"
@@ -252,11 +253,5 @@ static Suite *statusw_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(statusw_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(statusw_suite());
 }

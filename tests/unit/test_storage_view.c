@@ -4,6 +4,7 @@
  * truncation, installs that keep or drop the log after them, hard state) with the end of
  * the log it predicts, and that a refused request leaves the view as it was.
  */
+#include "check_run.h"
 #include "storage_int.h"
 
 #include <check.h>
@@ -325,11 +326,5 @@ static Suite *storage_view_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(storage_view_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(storage_view_suite());
 }

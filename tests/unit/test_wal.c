@@ -5,13 +5,13 @@
  * SIGKILLs a writer mid-stream. The batch codec on its own is tested in test_wal_codec.c.
  */
 #include "crc32c.h"
+#include "scratch.h"
 #include "storage.h"
 #include "wal.h"
 
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,23 +29,14 @@
 static char base[64];
 static char tdir[96];
 
-static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void setup(void)
 {
-    snprintf(tdir, sizeof(tdir), "%s/t-XXXXXX", base);
-    ck_assert_ptr_nonnull(mkdtemp(tdir));
+    scratch_make(tdir, sizeof(tdir), base);
 }
 
 static void teardown(void)
 {
-    nftw(tdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    scratch_remove(tdir);
 }
 
 static void seg_path(char *out, size_t len, uint64_t seq)
@@ -1429,15 +1420,5 @@ static Suite *wal_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(wal_suite());
-    int failed;
-
-    snprintf(base, sizeof(base), "/tmp/spur-test-wal-XXXXXX");
-    if (mkdtemp(base) == NULL)
-        return EXIT_FAILURE;
-    srunner_run_all(sr, CK_NORMAL);
-    nftw(base, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return scratch_run(wal_suite(), base, sizeof(base), "wal");
 }

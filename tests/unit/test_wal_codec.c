@@ -4,6 +4,7 @@
  * damage in the middle, lengths that point past the data refused, and the 8-byte
  * alignment of every frame. No files: the images are built in memory.
  */
+#include "check_run.h"
 #include "crc32c.h"
 #include "diskio.h"
 #include "wal_codec.h"
@@ -551,11 +552,5 @@ static Suite *wal_codec_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(wal_codec_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return check_run(wal_codec_suite());
 }
