@@ -93,13 +93,7 @@ static int show_jobs(struct cli *c, const char *id_text)
     size_t n = r->jobs ? r->jobs->n_jobs : 0;
     Spur__Api__Job **jobs = r->jobs ? r->jobs->jobs : NULL;
     if (c->json) {
-        struct json j;
-        json_init(&j, stdout);
-        json_arr_begin(&j);
-        for (size_t i = 0; i < n; i++)
-            fmt_json_job(&j, jobs[i]);
-        json_arr_end(&j);
-        json_end(&j);
+        fmt_json_job_array(stdout, jobs, n);
     } else if (n == 0) {
         printf("No jobs in the system\n");
     } else {
@@ -164,13 +158,7 @@ static int show_nodes(struct cli *c, const char *names_text)
         }
     }
     if (c->json) {
-        struct json j;
-        json_init(&j, stdout);
-        json_arr_begin(&j);
-        for (size_t i = 0; i < m; i++)
-            fmt_json_node(&j, sel[i]);
-        json_arr_end(&j);
-        json_end(&j);
+        fmt_json_node_array(stdout, sel, m);
     } else if (m == 0 && nnames == 0) {
         printf("No nodes in the system\n");
     } else {

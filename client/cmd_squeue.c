@@ -239,13 +239,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         goto out;
     }
     if (c->json) {
-        struct json j;
-        json_init(&j, stdout);
-        json_arr_begin(&j);
-        for (size_t i = 0; i < m; i++)
-            fmt_json_job(&j, sel[i]);
-        json_arr_end(&j);
-        json_end(&j);
+        fmt_json_job_array(stdout, sel, m);
     } else {
         struct fmt_ctx ctx = {.now_ms = wall_ms()};
         fmt_squeue(stdout, &spec, sel, m, header, &ctx);

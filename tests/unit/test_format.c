@@ -1014,6 +1014,40 @@ START_TEST(test_json_objects)
 }
 END_TEST
 
+/* The whole answers of squeue --json and scontrol show job|node --json. */
+START_TEST(test_json_arrays)
+{
+    make_jobs();
+    make_cluster();
+    struct cap c;
+    fmt_json_job_array(cap_open(&c), NULL, 0);
+    ck_assert_str_eq(cap_text(&c), "[]\n");
+    free(c.buf);
+
+    /* The objects in the order given, one array, one newline at the end. */
+    fmt_job *jobs[] = {&B.job, &A.job};
+    fmt_json_job_array(cap_open(&c), jobs, 2);
+    const char *t = cap_text(&c);
+    const char *first = "[{\"job_id\":7,";
+    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
+    ck_assert_ptr_nonnull(strstr(t, "\"stderr\":\"\"},{\"job_id\":42,"));
+    ck_assert_str_eq(t + strlen(t) - 3, "}]\n");
+    free(c.buf);
+
+    fmt_node *nodes[] = {&nodes_[1], &nodes_[4]};
+    fmt_json_node_array(cap_open(&c), nodes, 2);
+    t = cap_text(&c);
+    first = "[{\"name\":\"n4\",";
+    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
+    ck_assert_ptr_nonnull(strstr(t, "\"last_seen_ms\":1700000000000},{\"name\":\"n1\","));
+    ck_assert_str_eq(t + strlen(t) - 3, "}]\n");
+    free(c.buf);
+    fmt_json_node_array(cap_open(&c), NULL, 0);
+    ck_assert_str_eq(cap_text(&c), "[]\n");
+    free(c.buf);
+}
+END_TEST
+
 /* ---- scontrol update / create -------------------------------------------------------- */
 
 static int update(struct scontrol_args_update *u, int argc, ...)
@@ -1148,6 +1182,7 @@ static Suite *format_suite(void)
     tcase_add_test(r, test_show_job);
     tcase_add_test(r, test_show_node_and_partition);
     tcase_add_test(r, test_json_objects);
+    tcase_add_test(r, test_json_arrays);
     tcase_add_test(r, test_node_update);
     tcase_add_test(r, test_node_create);
     suite_add_tcase(s, r);
