@@ -93,7 +93,10 @@ static int show_jobs(struct cli *c, const char *id_text)
     size_t n = r->jobs ? r->jobs->n_jobs : 0;
     Spur__Api__Job **jobs = r->jobs ? r->jobs->jobs : NULL;
     if (c->json) {
-        fmt_json_job_array(stdout, jobs, n);
+        struct json j;
+        json_init(&j, stdout);
+        fmt_json_jobs(&j, jobs, n);
+        json_end(&j);
     } else if (n == 0) {
         printf("No jobs in the system\n");
     } else {
@@ -158,7 +161,10 @@ static int show_nodes(struct cli *c, const char *names_text)
         }
     }
     if (c->json) {
-        fmt_json_node_array(stdout, sel, m);
+        struct json j;
+        json_init(&j, stdout);
+        fmt_json_nodes(&j, sel, m);
+        json_end(&j);
     } else if (m == 0 && nnames == 0) {
         printf("No nodes in the system\n");
     } else {

@@ -217,15 +217,9 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         json_init(&j, stdout);
         json_obj_begin(&j);
         json_key(&j, "partitions");
-        json_arr_begin(&j);
-        for (size_t i = 0; i < mp; i++)
-            fmt_json_partition(&j, parts[i]);
-        json_arr_end(&j);
+        fmt_json_partitions(&j, parts, mp);
         json_key(&j, "nodes");
-        json_arr_begin(&j);
-        for (size_t i = 0; i < mn; i++)
-            fmt_json_node(&j, nodes[i]);
-        json_arr_end(&j);
+        fmt_json_nodes(&j, nodes, mn);
         json_obj_end(&j);
         json_end(&j);
     } else {

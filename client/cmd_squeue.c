@@ -239,7 +239,10 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         goto out;
     }
     if (c->json) {
-        fmt_json_job_array(stdout, sel, m);
+        struct json j;
+        json_init(&j, stdout);
+        fmt_json_jobs(&j, sel, m);
+        json_end(&j);
     } else {
         struct fmt_ctx ctx = {.now_ms = wall_ms()};
         fmt_squeue(stdout, &spec, sel, m, header, &ctx);

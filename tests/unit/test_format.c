@@ -1014,36 +1014,48 @@ START_TEST(test_json_objects)
 }
 END_TEST
 
-/* The whole answers of squeue --json and scontrol show job|node --json. */
+/* The arrays of squeue --json, sinfo --json and scontrol show --json. */
 START_TEST(test_json_arrays)
 {
     make_jobs();
     make_cluster();
     struct cap c;
-    fmt_json_job_array(cap_open(&c), NULL, 0);
-    ck_assert_str_eq(cap_text(&c), "[]\n");
+    struct json j;
+    json_init(&j, cap_open(&c));
+    fmt_json_jobs(&j, NULL, 0);
+    fmt_json_nodes(&j, NULL, 0);
+    fmt_json_partitions(&j, NULL, 0);
+    ck_assert_str_eq(cap_text(&c), "[],[],[]");
     free(c.buf);
 
-    /* The objects in the order given, one array, one newline at the end. */
+    /* The objects in the order given, one array. */
     fmt_job *jobs[] = {&B.job, &A.job};
-    fmt_json_job_array(cap_open(&c), jobs, 2);
-    const char *t = cap_text(&c);
-    const char *first = "[{\"job_id\":7,";
+    json_init(&j, cap_open(&c));
+    fmt_json_jobs(&j, jobs, 2);
+    const char *t = cap_text(&c), *first = "[{\"job_id\":7,";
     ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
     ck_assert_ptr_nonnull(strstr(t, "\"stderr\":\"\"},{\"job_id\":42,"));
-    ck_assert_str_eq(t + strlen(t) - 3, "}]\n");
+    ck_assert_str_eq(t + strlen(t) - 2, "}]");
     free(c.buf);
 
     fmt_node *nodes[] = {&nodes_[1], &nodes_[4]};
-    fmt_json_node_array(cap_open(&c), nodes, 2);
+    json_init(&j, cap_open(&c));
+    fmt_json_nodes(&j, nodes, 2);
     t = cap_text(&c);
     first = "[{\"name\":\"n4\",";
     ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
     ck_assert_ptr_nonnull(strstr(t, "\"last_seen_ms\":1700000000000},{\"name\":\"n1\","));
-    ck_assert_str_eq(t + strlen(t) - 3, "}]\n");
+    ck_assert_str_eq(t + strlen(t) - 2, "}]");
     free(c.buf);
-    fmt_json_node_array(cap_open(&c), NULL, 0);
-    ck_assert_str_eq(cap_text(&c), "[]\n");
+
+    fmt_partition *parts[] = {&parts_[1], &parts_[2]};
+    json_init(&j, cap_open(&c));
+    fmt_json_partitions(&j, parts, 2);
+    t = cap_text(&c);
+    first = "[{\"name\":\"gpu\",";
+    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
+    ck_assert_ptr_nonnull(strstr(t, "\"max_mem_mb_per_node\":0},{\"name\":\"batch\","));
+    ck_assert_str_eq(t + strlen(t) - 2, "}]");
     free(c.buf);
 }
 END_TEST
