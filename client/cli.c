@@ -46,6 +46,17 @@ void cli_print_about(int opt, const char *help, const char *synopsis)
         cli_print_version();
 }
 
+int cli_option_shared(const struct cli *c, int opt, char **argv, const char *help,
+                      const char *synopsis)
+{
+    if (opt == CLI_OPT_HELP || opt == CLI_OPT_USAGE || opt == 'V') {
+        cli_print_about(opt, help, synopsis);
+        return 0;
+    }
+    cli_option_error(c, opt, argv);
+    return 1;
+}
+
 int cli_init(struct cli *c, const char *prog)
 {
     struct cfg_error err;

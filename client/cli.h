@@ -65,6 +65,13 @@ void cli_print_version(void);
  * one-line synopsis) or -V/--version ('V') on stdout; the command then exits 0.
  */
 void cli_print_about(int opt, const char *help, const char *synopsis);
+/*
+ * What a command's getopt_long() loop does with an option it has no case of its own for:
+ * answer --help, --usage or -V/--version (cli_print_about()) and return exit status 0, or
+ * report getopt's ':' or '?' (cli_option_error()) and return 1.
+ */
+int cli_option_shared(const struct cli *c, int opt, char **argv, const char *help,
+                      const char *synopsis);
 /* Print "PROG: error: ..." to stderr. */
 void cli_error(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*

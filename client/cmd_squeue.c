@@ -160,14 +160,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         case OPT_JSON:
             c->json = true;
             break;
-        case CLI_OPT_HELP:
-        case CLI_OPT_USAGE:
-        case 'V':
-            cli_print_about(ch, help_text, synopsis);
-            rc = 0;
-            goto out;
-        default: /* ':' or '?' */
-            cli_option_error(c, ch, argv);
+        default: /* --help, --usage, --version; or getopt's ':' and '?' */
+            rc = cli_option_shared(c, ch, argv, help_text, synopsis);
             goto out;
         }
     }
