@@ -1014,6 +1014,16 @@ START_TEST(test_json_objects)
 }
 END_TEST
 
+/* An array of two objects: it opens with first, the two meet at join, and it closes. */
+static void assert_two_objects(struct cap *c, const char *first, const char *join)
+{
+    const char *t = cap_text(c);
+    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
+    ck_assert_ptr_nonnull(strstr(t, join));
+    ck_assert_str_eq(t + strlen(t) - 2, "}]");
+    free(c->buf);
+}
+
 /* The arrays of squeue --json, sinfo --json and scontrol show --json. */
 START_TEST(test_json_arrays)
 {
@@ -1032,31 +1042,19 @@ START_TEST(test_json_arrays)
     fmt_job *jobs[] = {&B.job, &A.job};
     json_init(&j, cap_open(&c));
     fmt_json_jobs(&j, jobs, 2);
-    const char *t = cap_text(&c), *first = "[{\"job_id\":7,";
-    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
-    ck_assert_ptr_nonnull(strstr(t, "\"stderr\":\"\"},{\"job_id\":42,"));
-    ck_assert_str_eq(t + strlen(t) - 2, "}]");
-    free(c.buf);
+    assert_two_objects(&c, "[{\"job_id\":7,", "\"stderr\":\"\"},{\"job_id\":42,");
 
     fmt_node *nodes[] = {&nodes_[1], &nodes_[4]};
     json_init(&j, cap_open(&c));
     fmt_json_nodes(&j, nodes, 2);
-    t = cap_text(&c);
-    first = "[{\"name\":\"n4\",";
-    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
-    ck_assert_ptr_nonnull(strstr(t, "\"last_seen_ms\":1700000000000},{\"name\":\"n1\","));
-    ck_assert_str_eq(t + strlen(t) - 2, "}]");
-    free(c.buf);
+    assert_two_objects(&c, "[{\"name\":\"n4\",",
+                       "\"last_seen_ms\":1700000000000},{\"name\":\"n1\",");
 
     fmt_partition *parts[] = {&parts_[1], &parts_[2]};
     json_init(&j, cap_open(&c));
     fmt_json_partitions(&j, parts, 2);
-    t = cap_text(&c);
-    first = "[{\"name\":\"gpu\",";
-    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
-    ck_assert_ptr_nonnull(strstr(t, "\"max_mem_mb_per_node\":0},{\"name\":\"batch\","));
-    ck_assert_str_eq(t + strlen(t) - 2, "}]");
-    free(c.buf);
+    assert_two_objects(&c, "[{\"name\":\"gpu\",",
+                       "\"max_mem_mb_per_node\":0},{\"name\":\"batch\",");
 }
 END_TEST
 
