@@ -35,7 +35,6 @@
 #include "units.h"
 
 #include <check.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1060,35 +1059,6 @@ END_TEST
 
 /* ---- scontrol update / create -------------------------------------------------------- */
 
-/* argv[] from the argc words that follow in ap, as scontrol hands them on. */
-static void words(char **argv, int argc, va_list ap)
-{
-    for (int i = 0; i < argc; i++)
-        argv[i] = va_arg(ap, char *);
-}
-
-static int update(struct scontrol_args_update *u, int argc, ...)
-{
-    char *argv[16];
-    va_list ap;
-    va_start(ap, argc);
-    words(argv, argc, ap);
-    va_end(ap);
-    err[0] = '\0';
-    return scontrol_args_update_parse(argc, argv, u, err, sizeof(err));
-}
-
-static int create(struct scontrol_args_create *n, int argc, ...)
-{
-    char *argv[16];
-    va_list ap;
-    va_start(ap, argc);
-    words(argv, argc, ap);
-    va_end(ap);
-    err[0] = '\0';
-    return scontrol_args_create_parse(argc, argv, n, err, sizeof(err));
-}
-
 /* A command line scontrol refuses, and its error line: whole, or a part of it. */
 struct refusal {
     int argc;
@@ -1108,16 +1078,19 @@ static void assert_refused_as(const struct refusal *r)
 START_TEST(test_node_update)
 {
     struct scontrol_args_update u;
-    ck_assert_int_eq(update(&u, 3, "NodeName=n[1-2]", "State=DRAIN", "Reason=disk failing"), 0);
+    char *drain[] = {"NodeName=n[1-2]", "State=DRAIN", "Reason=disk failing"};
+    ck_assert_int_eq(scontrol_args_update_parse(3, drain, &u, err, sizeof(err)), 0);
     ck_assert_str_eq(u.nodes, "n[1-2]");
     ck_assert_str_eq(u.state, "drain");
     ck_assert_str_eq(u.reason, "disk failing");
     scontrol_args_update_free(&u);
-    ck_assert_int_eq(update(&u, 2, "nodename=n1", "state=resume"), 0);
+    char *resume[] = {"nodename=n1", "state=resume"};
+    ck_assert_int_eq(scontrol_args_update_parse(2, resume, &u, err, sizeof(err)), 0);
     ck_assert_str_eq(u.state, "resume");
     ck_assert_ptr_null(u.reason);
     scontrol_args_update_free(&u);
-    ck_assert_int_eq(update(&u, 3, "STATE=Idle", "REASON=", "NODENAME=x"), 0);
+    char *any_case[] = {"STATE=Idle", "REASON=", "NODENAME=x"};
+    ck_assert_int_eq(scontrol_args_update_parse(3, any_case, &u, err, sizeof(err)), 0);
     ck_assert_str_eq(u.state, "idle");
     scontrol_args_update_free(&u);
 
@@ -1150,9 +1123,9 @@ END_TEST
 START_TEST(test_node_create)
 {
     struct scontrol_args_create n;
-    ck_assert_int_eq(create(&n, 6, "node", "NodeName=c1", "CPUs=8", "RealMemory=16G",
-                            "Features=gpu,ib", "NodeAddr=c1.example:6818"),
-                     0);
+    char *full[] = {"node",           "NodeName=c1",     "CPUs=8",
+                    "RealMemory=16G", "Features=gpu,ib", "NodeAddr=c1.example:6818"};
+    ck_assert_int_eq(scontrol_args_create_parse(6, full, &n, err, sizeof(err)), 0);
     ck_assert_str_eq(n.name, "c1");
     ck_assert_uint_eq(n.cpus, 8);
     ck_assert_uint_eq(n.mem_mb, 16384);
@@ -1161,7 +1134,8 @@ START_TEST(test_node_create)
     ck_assert_str_eq(n.address, "c1.example:6818");
     scontrol_args_create_free(&n);
     /* Slurm's own spelling, without "node". */
-    ck_assert_int_eq(create(&n, 3, "nodename=c2", "cpus=1", "realmemory=1000"), 0);
+    char *slurm_spelling[] = {"nodename=c2", "cpus=1", "realmemory=1000"};
+    ck_assert_int_eq(scontrol_args_create_parse(3, slurm_spelling, &n, err, sizeof(err)), 0);
     ck_assert_str_eq(n.address, "");
     ck_assert_uint_eq(n.nfeatures, 0);
     ck_assert_ptr_null(n.features[0]);
