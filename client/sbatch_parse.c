@@ -11,6 +11,7 @@
 
 #include "errmsg.h"
 #include "jobscript.h"
+#include "strv.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -66,15 +67,6 @@ void sbp_opts_free(struct sbp_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
-static void free_vec(char **v, size_t n)
-{
-    if (v == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 void sbp_job_free(struct sbp_job *j)
 {
     free(j->name);
@@ -84,7 +76,7 @@ void sbp_job_free(struct sbp_job *j)
     free(j->workdir);
     free(j->script);
     free(j->user);
-    free_vec(j->env, j->nenv);
+    strv_free(j->env, j->nenv);
     memset(j, 0, sizeof(*j));
 }
 
@@ -245,11 +237,8 @@ static int set_str(char **field, const char *value, const char *what, char *err,
 {
     if (value[0] == '\0')
         return errmsg_set(err, errlen, "option --%s needs a non-empty value", what);
-    char *copy = strdup(value);
-    if (copy == NULL)
+    if (strv_replace(field, value) != 0)
         return errmsg_set(err, errlen, "out of memory");
-    free(*field);
-    *field = copy;
     return 0;
 }
 
@@ -549,32 +538,22 @@ int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, cha
 
 /* ---- merging, environment, script ------------------------------------------------- */
 
-static int merge_str(char **dst, const char *src)
-{
-    char *copy = strdup(src);
-    if (copy == NULL)
-        return -1;
-    free(*dst);
-    *dst = copy;
-    return 0;
-}
-
 int sbp_merge(struct sbp_opts *dst, const struct sbp_opts *src)
 {
     unsigned s = src->set;
-    if ((s & SBP_NAME) && merge_str(&dst->name, src->name) != 0)
+    if ((s & SBP_NAME) && strv_replace(&dst->name, src->name) != 0)
         return -1;
-    if ((s & SBP_PARTITION) && merge_str(&dst->partition, src->partition) != 0)
+    if ((s & SBP_PARTITION) && strv_replace(&dst->partition, src->partition) != 0)
         return -1;
-    if ((s & SBP_OUTPUT) && merge_str(&dst->output, src->output) != 0)
+    if ((s & SBP_OUTPUT) && strv_replace(&dst->output, src->output) != 0)
         return -1;
-    if ((s & SBP_ERROR) && merge_str(&dst->error, src->error) != 0)
+    if ((s & SBP_ERROR) && strv_replace(&dst->error, src->error) != 0)
         return -1;
-    if ((s & SBP_CHDIR) && merge_str(&dst->chdir, src->chdir) != 0)
+    if ((s & SBP_CHDIR) && strv_replace(&dst->chdir, src->chdir) != 0)
         return -1;
-    if ((s & SBP_WRAP) && merge_str(&dst->wrap, src->wrap) != 0)
+    if ((s & SBP_WRAP) && strv_replace(&dst->wrap, src->wrap) != 0)
         return -1;
-    if ((s & SBP_EXPORT) && merge_str(&dst->export_spec, src->export_spec) != 0)
+    if ((s & SBP_EXPORT) && strv_replace(&dst->export_spec, src->export_spec) != 0)
         return -1;
     if (s & SBP_NODES)
         dst->nodes = src->nodes;
@@ -758,7 +737,7 @@ oom:
     errmsg_set(err, errlen, "out of memory");
 out:
     free(copy);
-    free_vec(e.v, e.n);
+    strv_free(e.v, e.n);
     return rc;
 }
 
