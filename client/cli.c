@@ -3,6 +3,8 @@
  */
 #include "cli.h"
 
+#include "spur_build.h"
+
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +29,32 @@ void cli_option_error(const struct cli *c, int opt, char **argv)
         cli_error(c, "invalid option -- '%c'", optopt);
     else
         cli_error(c, "unrecognized option '%s'", argv[optind - 1]);
+}
+
+void cli_print_version(void)
+{
+    printf("spur %s\n", SPUR_VERSION);
+}
+
+void cli_print_about(int opt, const char *help, const char *synopsis)
+{
+    if (opt == CLI_OPT_HELP)
+        fputs(help, stdout);
+    else if (opt == CLI_OPT_USAGE)
+        fputs(synopsis, stdout);
+    else
+        cli_print_version();
+}
+
+int cli_option_shared(const struct cli *c, int opt, char **argv, const char *help,
+                      const char *synopsis)
+{
+    if (opt == CLI_OPT_HELP || opt == CLI_OPT_USAGE || opt == 'V') {
+        cli_print_about(opt, help, synopsis);
+        return 0;
+    }
+    cli_option_error(c, opt, argv);
+    return 1;
 }
 
 int cli_init(struct cli *c, const char *prog)

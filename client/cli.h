@@ -53,6 +53,25 @@ void cli_fini(struct cli *c);
  * unknown option), in getopt's own words.
  */
 void cli_option_error(const struct cli *c, int opt, char **argv);
+/*
+ * The getopt_long() values of --help and --usage, which every command answers alike;
+ * above any option letter and below the commands' own values (1000 and up).
+ */
+enum { CLI_OPT_HELP = 900, CLI_OPT_USAGE };
+/* "spur VERSION" on stdout: what -V, --version and "version" print. */
+void cli_print_version(void);
+/*
+ * Answer --help (opt CLI_OPT_HELP: the command's help text), --usage (CLI_OPT_USAGE: its
+ * one-line synopsis) or -V/--version ('V') on stdout; the command then exits 0.
+ */
+void cli_print_about(int opt, const char *help, const char *synopsis);
+/*
+ * What a command's getopt_long() loop does with an option it has no case of its own for:
+ * answer --help, --usage or -V/--version (cli_print_about()) and return exit status 0, or
+ * report getopt's ':' or '?' (cli_option_error()) and return 1.
+ */
+int cli_option_shared(const struct cli *c, int opt, char **argv, const char *help,
+                      const char *synopsis);
 /* Print "PROG: error: ..." to stderr. */
 void cli_error(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*

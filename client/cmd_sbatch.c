@@ -12,8 +12,6 @@
 #include "cli.h"
 #include "sbatch_parse.h"
 
-#include "spur_build.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,20 +24,22 @@
 
 extern char **environ;
 
-static void usage(FILE *out)
-{
-    fputs("Usage: sbatch [OPTIONS] [SCRIPT]\n"
-          "  -J, --job-name=NAME      -p, --partition=NAME     -N, --nodes=N\n"
-          "  -n, --ntasks=N           -c, --cpus-per-task=N    --mem=SIZE[K|M|G|T]\n"
-          "  -t, --time=LIMIT         (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED)\n"
-          "  -o, --output=PATTERN     -e, --error=PATTERN      (default slurm-%j.out)\n"
-          "  -D, --chdir=DIR          -H, --hold               --export=ALL|NONE|NAME[=VAL],...\n"
-          "  --wrap=COMMAND           --parsable               -Q, --quiet\n"
-          "  -V, --version            -h, --help               --usage\n"
-          "Options may also be given in the script on \"#SBATCH\" lines before its first "
-          "command;\nthose on the command line win.\n",
-          out);
-}
+static const char help_text[] =
+    "Usage: sbatch [OPTIONS] [SCRIPT]\n"
+    "  -J, --job-name=NAME      -p, --partition=NAME     -N, --nodes=N\n"
+    "  -n, --ntasks=N           -c, --cpus-per-task=N    --mem=SIZE[K|M|G|T]\n"
+    "  -t, --time=LIMIT         (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED)\n"
+    "  -o, --output=PATTERN     -e, --error=PATTERN      (default slurm-%j.out)\n"
+    "  -D, --chdir=DIR          -H, --hold               --export=ALL|NONE|NAME[=VAL],...\n"
+    "  --wrap=COMMAND           --parsable               -Q, --quiet\n"
+    "  -V, --version            -h, --help               --usage\n"
+    "Options may also be given in the script on \"#SBATCH\" lines before its first "
+    "command;\nthose on the command line win.\n";
+
+static const char synopsis[] =
+    "Usage: sbatch [-J NAME] [-p PARTITION] [-N N] [-n N] [-c N] [--mem SIZE] [-t TIME]\n"
+    "              [-o OUT] [-e ERR] [-D DIR] [-H] [--export LIST] [--parsable] [-Q]\n"
+    "              [--wrap CMD | SCRIPT]\n";
 
 /*
  * Read at most cap + 1 bytes from fd (so "over the limit" can be told). Returns 0 with a
@@ -141,21 +141,11 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
         cli_error(c, "%s", err);
         goto out;
     }
-    if (opts.set & SBP_HELP) {
-        usage(stdout);
-        rc = 0;
-        goto out;
-    }
-    if (opts.set & SBP_USAGE) {
-        fputs("Usage: sbatch [-J NAME] [-p PARTITION] [-N N] [-n N] [-c N] [--mem SIZE] "
-              "[-t TIME]\n              [-o OUT] [-e ERR] [-D DIR] [-H] [--export LIST] "
-              "[--parsable] [-Q]\n              [--wrap CMD | SCRIPT]\n",
-              stdout);
-        rc = 0;
-        goto out;
-    }
-    if (opts.set & SBP_VERSION) {
-        printf("spur %s\n", SPUR_VERSION);
+    if (opts.set & (SBP_HELP | SBP_USAGE | SBP_VERSION)) {
+        int about = (opts.set & SBP_HELP)    ? CLI_OPT_HELP
+                    : (opts.set & SBP_USAGE) ? CLI_OPT_USAGE
+                                             : 'V';
+        cli_print_about(about, help_text, synopsis);
         rc = 0;
         goto out;
     }

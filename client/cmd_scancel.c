@@ -12,8 +12,6 @@
 #include "job_filter.h"
 #include "names.h"
 
-#include "spur_build.h"
-
 #include <getopt.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -26,17 +24,18 @@
 #define MSG_NOT_FOUND    "Invalid job id specified"
 #define MSG_ALREADY_DONE "Job/step already completing or completed"
 
-static void usage(FILE *out)
-{
-    fputs("Usage: scancel [OPTIONS] [JOBID...]\n"
-          "  -u, --user=NAME        jobs of this user          --me  your own jobs\n"
-          "  -t, --state=STATE      PENDING (PD) or RUNNING (R) jobs only\n"
-          "  -n, --name=NAME        jobs with this name        -p, --partition=NAME\n"
-          "  -Q, --quiet            no error for jobs that already finished\n"
-          "  -v, --verbose          say which jobs were cancelled\n"
-          "  -V, --version          --help  --usage\n",
-          out);
-}
+static const char synopsis[] =
+    "Usage: scancel [-u USER] [-t STATE] [-n NAME] [-p PARTITION] [--me] [-Q] "
+    "[-v] [JOBID...]\n";
+
+static const char help_text[] =
+    "Usage: scancel [OPTIONS] [JOBID...]\n"
+    "  -u, --user=NAME        jobs of this user          --me  your own jobs\n"
+    "  -t, --state=STATE      PENDING (PD) or RUNNING (R) jobs only\n"
+    "  -n, --name=NAME        jobs with this name        -p, --partition=NAME\n"
+    "  -Q, --quiet            no error for jobs that already finished\n"
+    "  -v, --verbose          say which jobs were cancelled\n"
+    "  -V, --version          --help  --usage\n";
 
 static void kill_error(struct cli *c, uint64_t id, const char *why)
 {
@@ -84,13 +83,13 @@ static int cancel_by_id(struct cli *c, const uint64_t *ids, size_t n, bool quiet
 
 int cmd_scancel(struct cli *c, int argc, char **argv)
 {
-    enum { OPT_ME = 1000, OPT_HELP, OPT_USAGE };
+    enum { OPT_ME = 1000 };
     static const struct option lopts[] = {
         {"user", required_argument, NULL, 'u'},      {"state", required_argument, NULL, 't'},
         {"name", required_argument, NULL, 'n'},      {"jobname", required_argument, NULL, 'n'},
         {"partition", required_argument, NULL, 'p'}, {"quiet", no_argument, NULL, 'Q'},
         {"verbose", no_argument, NULL, 'v'},         {"me", no_argument, NULL, OPT_ME},
-        {"help", no_argument, NULL, OPT_HELP},       {"usage", no_argument, NULL, OPT_USAGE},
+        {"help", no_argument, NULL, CLI_OPT_HELP},   {"usage", no_argument, NULL, CLI_OPT_USAGE},
         {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
     };
     Spur__Api__CancelJobsRequest cj = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
@@ -153,22 +152,8 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
         case 'v':
             verbose = true;
             break;
-        case OPT_HELP:
-            usage(stdout);
-            rc = 0;
-            goto out;
-        case OPT_USAGE:
-            fputs("Usage: scancel [-u USER] [-t STATE] [-n NAME] [-p PARTITION] [--me] [-Q] "
-                  "[-v] [JOBID...]\n",
-                  stdout);
-            rc = 0;
-            goto out;
-        case 'V':
-            printf("spur %s\n", SPUR_VERSION);
-            rc = 0;
-            goto out;
-        default: /* ':' or '?' */
-            cli_option_error(c, ch, argv);
+        default: /* --help, --usage, --version; or getopt's ':' and '?' */
+            rc = cli_option_shared(c, ch, argv, help_text, synopsis);
             goto out;
         }
     }

@@ -16,8 +16,6 @@
 #include "cli.h"
 #include "cmd_show.h"
 
-#include "spur_build.h"
-
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,7 +268,7 @@ int cmd_scontrol(struct cli *c, int argc, char **argv)
             usage(stdout);
             return 0;
         } else if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
-            printf("spur %s\n", SPUR_VERSION);
+            cli_print_version();
             return 0;
         } else {
             cli_error(c, "unknown option %s", argv[i]);
@@ -298,7 +296,7 @@ int cmd_scontrol(struct cli *c, int argc, char **argv)
     if (strcmp(cmd, "ping") == 0)
         return cmd_ping(c);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "-V") == 0) {
-        printf("spur %s\n", SPUR_VERSION);
+        cli_print_version();
         return 0;
     }
     if (strcmp(cmd, "raft") == 0) {

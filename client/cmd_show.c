@@ -95,10 +95,7 @@ static int show_jobs(struct cli *c, const char *id_text)
     if (c->json) {
         struct json j;
         json_init(&j, stdout);
-        json_arr_begin(&j);
-        for (size_t i = 0; i < n; i++)
-            fmt_json_job(&j, jobs[i]);
-        json_arr_end(&j);
+        fmt_json_jobs(&j, jobs, n);
         json_end(&j);
     } else if (n == 0) {
         printf("No jobs in the system\n");
@@ -166,10 +163,7 @@ static int show_nodes(struct cli *c, const char *names_text)
     if (c->json) {
         struct json j;
         json_init(&j, stdout);
-        json_arr_begin(&j);
-        for (size_t i = 0; i < m; i++)
-            fmt_json_node(&j, sel[i]);
-        json_arr_end(&j);
+        fmt_json_nodes(&j, sel, m);
         json_end(&j);
     } else if (m == 0 && nnames == 0) {
         printf("No nodes in the system\n");

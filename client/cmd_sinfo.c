@@ -14,27 +14,26 @@
 #include "strv.h"
 #include "util.h"
 
-#include "spur_build.h"
-
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *out)
-{
-    fputs("Usage: sinfo [OPTIONS]\n"
-          "  -N, --Node             one line per node (and partition)\n"
-          "  -p, --partition=LIST   partitions to show     -n, --nodes=HOSTLIST  nodes to show\n"
-          "  -t, --states=LIST      node states (idle,alloc,mix,down,drain,drng,unk)\n"
-          "  -o, --format=FORMAT    columns, e.g. \"%#P %.5a %.10l %.6D %.6t %N\"\n"
-          "  -R, --list-reasons     nodes that are down or drained, with the reason\n"
-          "  -s, --summarize        node counts per state (A/I/O/T) per partition\n"
-          "  -l, --long             long state names       -h, --noheader\n"
-          "      --json             {\"partitions\": [...], \"nodes\": [...]}\n"
-          "  -V, --version          --help  --usage\n",
-          out);
-}
+static const char synopsis[] =
+    "Usage: sinfo [-N] [-p LIST] [-n HOSTLIST] [-t LIST] [-o FORMAT] [-R] [-s] "
+    "[-l] [-h] [--json]\n";
+
+static const char help_text[] =
+    "Usage: sinfo [OPTIONS]\n"
+    "  -N, --Node             one line per node (and partition)\n"
+    "  -p, --partition=LIST   partitions to show     -n, --nodes=HOSTLIST  nodes to show\n"
+    "  -t, --states=LIST      node states (idle,alloc,mix,down,drain,drng,unk)\n"
+    "  -o, --format=FORMAT    columns, e.g. \"%#P %.5a %.10l %.6D %.6t %N\"\n"
+    "  -R, --list-reasons     nodes that are down or drained, with the reason\n"
+    "  -s, --summarize        node counts per state (A/I/O/T) per partition\n"
+    "  -l, --long             long state names       -h, --noheader\n"
+    "      --json             {\"partitions\": [...], \"nodes\": [...]}\n"
+    "  -V, --version          --help  --usage\n";
 
 static bool in_list(char *const *v, size_t n, const char *s)
 {
@@ -46,7 +45,7 @@ static bool in_list(char *const *v, size_t n, const char *s)
 
 int cmd_sinfo(struct cli *c, int argc, char **argv)
 {
-    enum { OPT_JSON = 1000, OPT_HELP, OPT_USAGE };
+    enum { OPT_JSON = 1000 };
     static const struct option lopts[] = {
         {"Node", no_argument, NULL, 'N'},
         {"partition", required_argument, NULL, 'p'},
@@ -59,8 +58,8 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         {"noheader", no_argument, NULL, 'h'},
         {"all", no_argument, NULL, 'a'},
         {"json", no_argument, NULL, OPT_JSON},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"usage", no_argument, NULL, OPT_USAGE},
+        {"help", no_argument, NULL, CLI_OPT_HELP},
+        {"usage", no_argument, NULL, CLI_OPT_USAGE},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
@@ -133,22 +132,8 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         case OPT_JSON:
             c->json = true;
             break;
-        case OPT_HELP:
-            usage(stdout);
-            rc = 0;
-            goto out;
-        case OPT_USAGE:
-            fputs("Usage: sinfo [-N] [-p LIST] [-n HOSTLIST] [-t LIST] [-o FORMAT] [-R] [-s] "
-                  "[-l] [-h] [--json]\n",
-                  stdout);
-            rc = 0;
-            goto out;
-        case 'V':
-            printf("spur %s\n", SPUR_VERSION);
-            rc = 0;
-            goto out;
-        default: /* ':' or '?' */
-            cli_option_error(c, ch, argv);
+        default: /* --help, --usage, --version; or getopt's ':' and '?' */
+            rc = cli_option_shared(c, ch, argv, help_text, synopsis);
             goto out;
         }
     }
@@ -226,15 +211,9 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         json_init(&j, stdout);
         json_obj_begin(&j);
         json_key(&j, "partitions");
-        json_arr_begin(&j);
-        for (size_t i = 0; i < mp; i++)
-            fmt_json_partition(&j, parts[i]);
-        json_arr_end(&j);
+        fmt_json_partitions(&j, parts, mp);
         json_key(&j, "nodes");
-        json_arr_begin(&j);
-        for (size_t i = 0; i < mn; i++)
-            fmt_json_node(&j, nodes[i]);
-        json_arr_end(&j);
+        fmt_json_nodes(&j, nodes, mn);
         json_obj_end(&j);
         json_end(&j);
     } else {

@@ -14,8 +14,6 @@
 #include "strv.h"
 #include "util.h"
 
-#include "spur_build.h"
-
 #include <getopt.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -25,19 +23,20 @@
 
 #define MAX_STATES 16
 
-static void usage(FILE *out)
-{
-    fputs("Usage: squeue [OPTIONS]\n"
-          "  -j, --jobs=LIST        job ids to show (comma list); finished jobs included\n"
-          "  -u, --user=LIST        users (names or uids)      --me  your own jobs\n"
-          "  -t, --states=LIST      states (PENDING,RUNNING,... or PD,R,...; all)\n"
-          "  -p, --partition=LIST   partitions                 -n, --name=LIST  job names\n"
-          "  -o, --format=FORMAT    columns, e.g. \"%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R\"\n"
-          "  -l, --long             the long format           -h, --noheader\n"
-          "      --json             a JSON array of job objects\n"
-          "  -V, --version          --help  --usage\n",
-          out);
-}
+static const char synopsis[] =
+    "Usage: squeue [-j LIST] [-u LIST] [-t LIST] [-p LIST] [-n LIST] [-o FORMAT] "
+    "[-l] [-h] [--json] [--me]\n";
+
+static const char help_text[] =
+    "Usage: squeue [OPTIONS]\n"
+    "  -j, --jobs=LIST        job ids to show (comma list); finished jobs included\n"
+    "  -u, --user=LIST        users (names or uids)      --me  your own jobs\n"
+    "  -t, --states=LIST      states (PENDING,RUNNING,... or PD,R,...; all)\n"
+    "  -p, --partition=LIST   partitions                 -n, --name=LIST  job names\n"
+    "  -o, --format=FORMAT    columns, e.g. \"%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R\"\n"
+    "  -l, --long             the long format           -h, --noheader\n"
+    "      --json             a JSON array of job objects\n"
+    "  -V, --version          --help  --usage\n";
 
 /* Comma list into *v (appending); uids become user names. */
 static int add_users(struct cli *c, const char *list, char ***v, size_t *n)
@@ -78,7 +77,7 @@ static int add_list(const char *list, char ***v, size_t *n)
 
 int cmd_squeue(struct cli *c, int argc, char **argv)
 {
-    enum { OPT_JSON = 1000, OPT_ME, OPT_HELP, OPT_USAGE };
+    enum { OPT_JSON = 1000, OPT_ME };
     static const struct option lopts[] = {
         {"jobs", required_argument, NULL, 'j'},      {"user", required_argument, NULL, 'u'},
         {"users", required_argument, NULL, 'u'},     {"states", required_argument, NULL, 't'},
@@ -86,7 +85,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         {"format", required_argument, NULL, 'o'},    {"long", no_argument, NULL, 'l'},
         {"noheader", no_argument, NULL, 'h'},        {"all", no_argument, NULL, 'a'},
         {"json", no_argument, NULL, OPT_JSON},       {"me", no_argument, NULL, OPT_ME},
-        {"help", no_argument, NULL, OPT_HELP},       {"usage", no_argument, NULL, OPT_USAGE},
+        {"help", no_argument, NULL, CLI_OPT_HELP},   {"usage", no_argument, NULL, CLI_OPT_USAGE},
         {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
     };
     uint64_t *ids = NULL;
@@ -161,22 +160,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         case OPT_JSON:
             c->json = true;
             break;
-        case OPT_HELP:
-            usage(stdout);
-            rc = 0;
-            goto out;
-        case OPT_USAGE:
-            fputs("Usage: squeue [-j LIST] [-u LIST] [-t LIST] [-p LIST] [-n LIST] [-o FORMAT] "
-                  "[-l] [-h] [--json] [--me]\n",
-                  stdout);
-            rc = 0;
-            goto out;
-        case 'V':
-            printf("spur %s\n", SPUR_VERSION);
-            rc = 0;
-            goto out;
-        default: /* ':' or '?' */
-            cli_option_error(c, ch, argv);
+        default: /* --help, --usage, --version; or getopt's ':' and '?' */
+            rc = cli_option_shared(c, ch, argv, help_text, synopsis);
             goto out;
         }
     }
@@ -250,10 +235,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     if (c->json) {
         struct json j;
         json_init(&j, stdout);
-        json_arr_begin(&j);
-        for (size_t i = 0; i < m; i++)
-            fmt_json_job(&j, sel[i]);
-        json_arr_end(&j);
+        fmt_json_jobs(&j, sel, m);
         json_end(&j);
     } else {
         struct fmt_ctx ctx = {.now_ms = wall_ms()};

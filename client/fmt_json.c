@@ -85,3 +85,27 @@ void fmt_json_partition(struct json *j, const fmt_partition *p)
     json_ku64(j, "max_mem_mb_per_node", p->max_mem_mb_per_node);
     json_obj_end(j);
 }
+
+void fmt_json_jobs(struct json *j, fmt_job *const *jobs, size_t n)
+{
+    json_arr_begin(j);
+    for (size_t i = 0; i < n; i++)
+        fmt_json_job(j, jobs[i]);
+    json_arr_end(j);
+}
+
+void fmt_json_nodes(struct json *j, fmt_node *const *nodes, size_t n)
+{
+    json_arr_begin(j);
+    for (size_t i = 0; i < n; i++)
+        fmt_json_node(j, nodes[i]);
+    json_arr_end(j);
+}
+
+void fmt_json_partitions(struct json *j, fmt_partition *const *parts, size_t n)
+{
+    json_arr_begin(j);
+    for (size_t i = 0; i < n; i++)
+        fmt_json_partition(j, parts[i]);
+    json_arr_end(j);
+}

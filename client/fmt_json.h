@@ -18,5 +18,9 @@
 void fmt_json_job(struct json *j, const fmt_job *job);
 void fmt_json_node(struct json *j, const fmt_node *n);
 void fmt_json_partition(struct json *j, const fmt_partition *p);
+/* The array of the n jobs (nodes, partitions) as one JSON value, in the order given. */
+void fmt_json_jobs(struct json *j, fmt_job *const *jobs, size_t n);
+void fmt_json_nodes(struct json *j, fmt_node *const *nodes, size_t n);
+void fmt_json_partitions(struct json *j, fmt_partition *const *parts, size_t n);
 
 #endif

@@ -10,8 +10,6 @@
  */
 #include "cli.h"
 
-#include "spur_build.h"
-
 #include <stdio.h>
 #include <string.h>
 
@@ -60,7 +58,7 @@ int main(int argc, char **argv)
         const char *cmd = argv[1];
         if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 ||
             strcmp(cmd, "version") == 0) {
-            printf("spur %s\n", SPUR_VERSION);
+            cli_print_version();
             return 0;
         }
         if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

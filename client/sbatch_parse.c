@@ -11,6 +11,7 @@
 
 #include "errmsg.h"
 #include "jobscript.h"
+#include "strv.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -23,55 +24,34 @@
 #define SBP_MAGIC_LEN 7
 #define SBP_MAX_WORDS 256
 
-enum opt_id {
-    O_NAME,
-    O_PARTITION,
-    O_NODES,
-    O_NTASKS,
-    O_CPUS_PER_TASK,
-    O_MEM,
-    O_TIME,
-    O_OUTPUT,
-    O_ERROR,
-    O_CHDIR,
-    O_HOLD,
-    O_WRAP,
-    O_EXPORT,
-    O_PARSABLE,
-    O_QUIET,
-    O_HELP,
-    O_USAGE,
-    O_VERSION,
-};
-
 struct opt {
     const char *name; /* long name without "--" */
     char letter;      /* short letter, 0 for none */
     bool has_arg;
     bool cli_only; /* refused in a batch script */
-    enum opt_id id;
+    unsigned field; /* the SBP_* bit of the field it sets */
 };
 
 static const struct opt opts[] = {
-    {"job-name", 'J', true, false, O_NAME},
-    {"partition", 'p', true, false, O_PARTITION},
-    {"nodes", 'N', true, false, O_NODES},
-    {"ntasks", 'n', true, false, O_NTASKS},
-    {"cpus-per-task", 'c', true, false, O_CPUS_PER_TASK},
-    {"mem", 0, true, false, O_MEM},
-    {"time", 't', true, false, O_TIME},
-    {"output", 'o', true, false, O_OUTPUT},
-    {"error", 'e', true, false, O_ERROR},
-    {"chdir", 'D', true, false, O_CHDIR},
-    {"workdir", 0, true, false, O_CHDIR}, /* the name older Slurm releases used */
-    {"hold", 'H', false, false, O_HOLD},
-    {"wrap", 0, true, true, O_WRAP},
-    {"export", 0, true, false, O_EXPORT},
-    {"parsable", 0, false, false, O_PARSABLE},
-    {"quiet", 'Q', false, false, O_QUIET},
-    {"help", 'h', false, true, O_HELP},
-    {"usage", 0, false, true, O_USAGE},
-    {"version", 'V', false, true, O_VERSION},
+    {"job-name", 'J', true, false, SBP_NAME},
+    {"partition", 'p', true, false, SBP_PARTITION},
+    {"nodes", 'N', true, false, SBP_NODES},
+    {"ntasks", 'n', true, false, SBP_NTASKS},
+    {"cpus-per-task", 'c', true, false, SBP_CPUS_PER_TASK},
+    {"mem", 0, true, false, SBP_MEM},
+    {"time", 't', true, false, SBP_TIME},
+    {"output", 'o', true, false, SBP_OUTPUT},
+    {"error", 'e', true, false, SBP_ERROR},
+    {"chdir", 'D', true, false, SBP_CHDIR},
+    {"workdir", 0, true, false, SBP_CHDIR}, /* the name older Slurm releases used */
+    {"hold", 'H', false, false, SBP_HOLD},
+    {"wrap", 0, true, true, SBP_WRAP},
+    {"export", 0, true, false, SBP_EXPORT},
+    {"parsable", 0, false, false, SBP_PARSABLE},
+    {"quiet", 'Q', false, false, SBP_QUIET},
+    {"help", 'h', false, true, SBP_HELP},
+    {"usage", 0, false, true, SBP_USAGE},
+    {"version", 'V', false, true, SBP_VERSION},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -87,15 +67,6 @@ void sbp_opts_free(struct sbp_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
-static void free_vec(char **v, size_t n)
-{
-    if (v == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 void sbp_job_free(struct sbp_job *j)
 {
     free(j->name);
@@ -105,7 +76,7 @@ void sbp_job_free(struct sbp_job *j)
     free(j->workdir);
     free(j->script);
     free(j->user);
-    free_vec(j->env, j->nenv);
+    strv_free(j->env, j->nenv);
     memset(j, 0, sizeof(*j));
 }
 
@@ -266,11 +237,8 @@ static int set_str(char **field, const char *value, const char *what, char *err,
 {
     if (value[0] == '\0')
         return errmsg_set(err, errlen, "option --%s needs a non-empty value", what);
-    char *copy = strdup(value);
-    if (copy == NULL)
+    if (strv_replace(field, value) != 0)
         return errmsg_set(err, errlen, "out of memory");
-    free(*field);
-    *field = copy;
     return 0;
 }
 
@@ -285,82 +253,64 @@ static int set_count(uint32_t *field, const char *value, const char *what, char 
     return 0;
 }
 
-/* Apply one option with its value (NULL for a flag). */
+/*
+ * Apply one option with its value (NULL for a flag), and mark its field given (even when
+ * the value is refused: the error ends the parse anyway).
+ */
 static int apply(struct sbp_opts *o, const struct opt *op, const char *value, char *err,
                  size_t errlen)
 {
     int rc = 0;
-    switch (op->id) {
-    case O_NAME:
+    switch (op->field) {
+    case SBP_NAME:
         rc = set_str(&o->name, value, op->name, err, errlen);
-        o->set |= SBP_NAME;
         break;
-    case O_PARTITION:
+    case SBP_PARTITION:
         rc = set_str(&o->partition, value, op->name, err, errlen);
-        o->set |= SBP_PARTITION;
         break;
-    case O_NODES:
+    case SBP_NODES:
         rc = set_count(&o->nodes, value, op->name, err, errlen);
-        o->set |= SBP_NODES;
         break;
-    case O_NTASKS:
+    case SBP_NTASKS:
         rc = set_count(&o->ntasks, value, op->name, err, errlen);
-        o->set |= SBP_NTASKS;
         break;
-    case O_CPUS_PER_TASK:
+    case SBP_CPUS_PER_TASK:
         rc = set_count(&o->cpus_per_task, value, op->name, err, errlen);
-        o->set |= SBP_CPUS_PER_TASK;
         break;
-    case O_MEM:
+    case SBP_MEM:
         rc = sbp_parse_mem(value, &o->mem_mb, err, errlen);
-        o->set |= SBP_MEM;
         break;
-    case O_TIME:
+    case SBP_TIME:
         rc = sbp_parse_time(value, &o->time_min, err, errlen);
-        o->set |= SBP_TIME;
         break;
-    case O_OUTPUT:
+    case SBP_OUTPUT:
         rc = set_str(&o->output, value, op->name, err, errlen);
-        o->set |= SBP_OUTPUT;
         break;
-    case O_ERROR:
+    case SBP_ERROR:
         rc = set_str(&o->error, value, op->name, err, errlen);
-        o->set |= SBP_ERROR;
         break;
-    case O_CHDIR:
+    case SBP_CHDIR:
         rc = set_str(&o->chdir, value, "chdir", err, errlen);
-        o->set |= SBP_CHDIR;
         break;
-    case O_HOLD:
+    case SBP_HOLD:
         o->hold = true;
-        o->set |= SBP_HOLD;
         break;
-    case O_WRAP:
+    case SBP_WRAP:
         rc = set_str(&o->wrap, value, op->name, err, errlen);
-        o->set |= SBP_WRAP;
         break;
-    case O_EXPORT:
+    case SBP_EXPORT:
         rc = set_str(&o->export_spec, value, op->name, err, errlen);
-        o->set |= SBP_EXPORT;
         break;
-    case O_PARSABLE:
+    case SBP_PARSABLE:
         o->parsable = true;
-        o->set |= SBP_PARSABLE;
         break;
-    case O_QUIET:
+    case SBP_QUIET:
         o->quiet = true;
-        o->set |= SBP_QUIET;
         break;
-    case O_HELP:
-        o->set |= SBP_HELP;
-        break;
-    case O_USAGE:
-        o->set |= SBP_USAGE;
-        break;
-    case O_VERSION:
-        o->set |= SBP_VERSION;
+    default: /* --help, --usage and --version: the bit is all they set */
         break;
     }
+    o->set |= op->field;
     return rc;
 }
 
@@ -376,7 +326,7 @@ static const struct opt *find_long(const char *name, size_t len, bool *ambiguous
         if (opts[i].name[len] == '\0')
             return &opts[i];
         /* Two spellings of one option (chdir, workdir) are not an ambiguity. */
-        if (found == NULL || found->id != opts[i].id)
+        if (found == NULL || found->field != opts[i].field)
             matches++;
         found = &opts[i];
     }
@@ -588,32 +538,22 @@ int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, cha
 
 /* ---- merging, environment, script ------------------------------------------------- */
 
-static int merge_str(char **dst, const char *src)
-{
-    char *copy = strdup(src);
-    if (copy == NULL)
-        return -1;
-    free(*dst);
-    *dst = copy;
-    return 0;
-}
-
 int sbp_merge(struct sbp_opts *dst, const struct sbp_opts *src)
 {
     unsigned s = src->set;
-    if ((s & SBP_NAME) && merge_str(&dst->name, src->name) != 0)
+    if ((s & SBP_NAME) && strv_replace(&dst->name, src->name) != 0)
         return -1;
-    if ((s & SBP_PARTITION) && merge_str(&dst->partition, src->partition) != 0)
+    if ((s & SBP_PARTITION) && strv_replace(&dst->partition, src->partition) != 0)
         return -1;
-    if ((s & SBP_OUTPUT) && merge_str(&dst->output, src->output) != 0)
+    if ((s & SBP_OUTPUT) && strv_replace(&dst->output, src->output) != 0)
         return -1;
-    if ((s & SBP_ERROR) && merge_str(&dst->error, src->error) != 0)
+    if ((s & SBP_ERROR) && strv_replace(&dst->error, src->error) != 0)
         return -1;
-    if ((s & SBP_CHDIR) && merge_str(&dst->chdir, src->chdir) != 0)
+    if ((s & SBP_CHDIR) && strv_replace(&dst->chdir, src->chdir) != 0)
         return -1;
-    if ((s & SBP_WRAP) && merge_str(&dst->wrap, src->wrap) != 0)
+    if ((s & SBP_WRAP) && strv_replace(&dst->wrap, src->wrap) != 0)
         return -1;
-    if ((s & SBP_EXPORT) && merge_str(&dst->export_spec, src->export_spec) != 0)
+    if ((s & SBP_EXPORT) && strv_replace(&dst->export_spec, src->export_spec) != 0)
         return -1;
     if (s & SBP_NODES)
         dst->nodes = src->nodes;
@@ -797,7 +737,7 @@ oom:
     errmsg_set(err, errlen, "out of memory");
 out:
     free(copy);
-    free_vec(e.v, e.n);
+    strv_free(e.v, e.n);
     return rc;
 }
 

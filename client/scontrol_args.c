@@ -21,16 +21,6 @@ void scontrol_args_update_free(struct scontrol_args_update *u)
     memset(u, 0, sizeof(*u));
 }
 
-static int kv_set(char **field, const char *value)
-{
-    char *copy = strdup(value);
-    if (copy == NULL)
-        return -1;
-    free(*field);
-    *field = copy;
-    return 0;
-}
-
 int scontrol_args_update_parse(int argc, char *const *argv, struct scontrol_args_update *u,
                                char *err, size_t errlen)
 {
@@ -50,7 +40,7 @@ int scontrol_args_update_parse(int argc, char *const *argv, struct scontrol_args
                 errmsg_set(err, errlen, "NodeName= needs a node name");
                 goto fail;
             }
-            rc = kv_set(&u->nodes, v);
+            rc = strv_replace(&u->nodes, v);
         } else if (klen == 5 && strncasecmp(a, "State", 5) == 0) {
             static const char *const states[] = {"drain", "resume", "down", "idle"};
             const char *found = NULL;
@@ -61,9 +51,9 @@ int scontrol_args_update_parse(int argc, char *const *argv, struct scontrol_args
                 errmsg_set(err, errlen, "Invalid node state specified: %s", v);
                 goto fail;
             }
-            rc = kv_set(&u->state, found);
+            rc = strv_replace(&u->state, found);
         } else if (klen == 6 && strncasecmp(a, "Reason", 6) == 0) {
-            rc = kv_set(&u->reason, v);
+            rc = strv_replace(&u->reason, v);
         } else if ((klen == 5 && strncasecmp(a, "JobId", 5) == 0) ||
                    (klen == 13 && strncasecmp(a, "PartitionName", 13) == 0)) {
             errmsg_set(err, errlen,
@@ -167,7 +157,7 @@ int scontrol_args_create_parse(int argc, char *const *argv, struct scontrol_args
                 errmsg_set(err, errlen, "NodeName= needs one node name, not \"%s\"", v);
                 goto fail;
             }
-            if (kv_set(&n->name, v) != 0)
+            if (strv_replace(&n->name, v) != 0)
                 goto oom;
         } else if (klen == 4 && strncasecmp(a, "CPUs", 4) == 0) {
             char *end;
@@ -193,7 +183,7 @@ int scontrol_args_create_parse(int argc, char *const *argv, struct scontrol_args
             if (strv_split(v, &n->features, &n->nfeatures) != 0)
                 goto oom;
         } else if (klen == 8 && strncasecmp(a, "NodeAddr", 8) == 0) {
-            if (kv_set(&n->address, v) != 0)
+            if (strv_replace(&n->address, v) != 0)
                 goto oom;
         } else {
             errmsg_set(err, errlen, "Invalid parameter for create node: %s", a);
@@ -212,7 +202,7 @@ int scontrol_args_create_parse(int argc, char *const *argv, struct scontrol_args
         errmsg_set(err, errlen, "RealMemory= is required");
         goto fail;
     }
-    if (n->address == NULL && kv_set(&n->address, "") != 0)
+    if (n->address == NULL && strv_replace(&n->address, "") != 0)
         goto oom;
     if (n->features == NULL && (n->features = calloc(1, sizeof(char *))) == NULL)
         goto oom;

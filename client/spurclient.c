@@ -4,6 +4,7 @@
 #include "spurclient.h"
 
 #include "frame.h"
+#include "strv.h"
 #include "util.h"
 #include "wire.h"
 
@@ -77,11 +78,7 @@ char **spurc_hosts_parse(const char *list, size_t *n)
 
 void spurc_hosts_free(char **v, size_t n)
 {
-    if (v == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
+    strv_free(v, n);
 }
 
 struct spurc *spurc_new(const struct spurc_options *o)

@@ -99,3 +99,13 @@ char *strv_join(char *const *v, size_t n, const char *none)
     }
     return buf_take(&b);
 }
+
+int strv_replace(char **field, const char *value)
+{
+    char *copy = strdup(value);
+    if (copy == NULL)
+        return -1;
+    free(*field);
+    *field = copy;
+    return 0;
+}

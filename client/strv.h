@@ -5,7 +5,8 @@
  * can be handed to code that walks to the NULL as well as to code that counts.
  *
  * Memory: the vector and each string are malloc'd and the caller's; strv_free() releases
- * both. Strings passed in are only read.
+ * both. Strings passed in are only read. strv_replace() is the one-string case: the
+ * malloc'd string field a parsed value goes into.
  */
 #ifndef SPUR_STRV_H
 #define SPUR_STRV_H
@@ -27,6 +28,11 @@ void strv_free(char **v, size_t n);
  * with words and its strings freed and *v as it was.
  */
 int strv_move_all(char ***v, size_t *n, char **words, size_t nw);
+/*
+ * Replace *field (a malloc'd string or NULL) by a copy of value. Returns 0, or -1 (out of
+ * memory) with *field as it was.
+ */
+int strv_replace(char **field, const char *value);
 /* Is s (NULL reads as "") one of the n strings of v? */
 bool strv_contains(char *const *v, size_t n, const char *s);
 /* "a,b,c" (NULL entries as ""), or a copy of none when n is 0; NULL when out of memory. */

@@ -35,7 +35,6 @@
 #include "units.h"
 
 #include <check.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1014,76 +1013,119 @@ START_TEST(test_json_objects)
 }
 END_TEST
 
+/* An array of two objects: it opens with first, the two meet at join, and it closes. */
+static void assert_two_objects(struct cap *c, const char *first, const char *join)
+{
+    const char *t = cap_text(c);
+    ck_assert_int_eq(strncmp(t, first, strlen(first)), 0);
+    ck_assert_ptr_nonnull(strstr(t, join));
+    ck_assert_str_eq(t + strlen(t) - 2, "}]");
+    free(c->buf);
+}
+
+/* The arrays of squeue --json, sinfo --json and scontrol show --json. */
+START_TEST(test_json_arrays)
+{
+    make_jobs();
+    make_cluster();
+    struct cap c;
+    struct json j;
+    json_init(&j, cap_open(&c));
+    fmt_json_jobs(&j, NULL, 0);
+    fmt_json_nodes(&j, NULL, 0);
+    fmt_json_partitions(&j, NULL, 0);
+    ck_assert_str_eq(cap_text(&c), "[],[],[]");
+    free(c.buf);
+
+    /* The objects in the order given, one array. */
+    fmt_job *jobs[] = {&B.job, &A.job};
+    json_init(&j, cap_open(&c));
+    fmt_json_jobs(&j, jobs, 2);
+    assert_two_objects(&c, "[{\"job_id\":7,", "\"stderr\":\"\"},{\"job_id\":42,");
+
+    fmt_node *nodes[] = {&nodes_[1], &nodes_[4]};
+    json_init(&j, cap_open(&c));
+    fmt_json_nodes(&j, nodes, 2);
+    assert_two_objects(&c, "[{\"name\":\"n4\",",
+                       "\"last_seen_ms\":1700000000000},{\"name\":\"n1\",");
+
+    fmt_partition *parts[] = {&parts_[1], &parts_[2]};
+    json_init(&j, cap_open(&c));
+    fmt_json_partitions(&j, parts, 2);
+    assert_two_objects(&c, "[{\"name\":\"gpu\",",
+                       "\"max_mem_mb_per_node\":0},{\"name\":\"batch\",");
+}
+END_TEST
+
 /* ---- scontrol update / create -------------------------------------------------------- */
 
-static int update(struct scontrol_args_update *u, int argc, ...)
+/* A command line scontrol refuses, and its error line: whole, or a part of it. */
+struct refusal {
+    int argc;
+    char *argv[4];
+    const char *msg;
+    bool whole;
+};
+
+static void assert_refused_as(const struct refusal *r)
 {
-    char *argv[16];
-    va_list ap;
-    va_start(ap, argc);
-    for (int i = 0; i < argc; i++)
-        argv[i] = va_arg(ap, char *);
-    va_end(ap);
-    err[0] = '\0';
-    return scontrol_args_update_parse(argc, argv, u, err, sizeof(err));
+    if (r->whole)
+        ck_assert_str_eq(err, r->msg);
+    else
+        ASSERT_ERR_HAS(r->msg);
 }
 
 START_TEST(test_node_update)
 {
     struct scontrol_args_update u;
-    ck_assert_int_eq(update(&u, 3, "NodeName=n[1-2]", "State=DRAIN", "Reason=disk failing"), 0);
+    char *drain[] = {"NodeName=n[1-2]", "State=DRAIN", "Reason=disk failing"};
+    ck_assert_int_eq(scontrol_args_update_parse(3, drain, &u, err, sizeof(err)), 0);
     ck_assert_str_eq(u.nodes, "n[1-2]");
     ck_assert_str_eq(u.state, "drain");
     ck_assert_str_eq(u.reason, "disk failing");
     scontrol_args_update_free(&u);
-    ck_assert_int_eq(update(&u, 2, "nodename=n1", "state=resume"), 0);
+    char *resume[] = {"nodename=n1", "state=resume"};
+    ck_assert_int_eq(scontrol_args_update_parse(2, resume, &u, err, sizeof(err)), 0);
     ck_assert_str_eq(u.state, "resume");
     ck_assert_ptr_null(u.reason);
     scontrol_args_update_free(&u);
-    ck_assert_int_eq(update(&u, 3, "STATE=Idle", "REASON=", "NODENAME=x"), 0);
+    char *any_case[] = {"STATE=Idle", "REASON=", "NODENAME=x"};
+    ck_assert_int_eq(scontrol_args_update_parse(3, any_case, &u, err, sizeof(err)), 0);
     ck_assert_str_eq(u.state, "idle");
     scontrol_args_update_free(&u);
 
-    ck_assert_int_eq(update(&u, 2, "NodeName=n1", "State=DRAIN"), -1);
-    ck_assert_str_eq(err, "You must specify a reason when DOWNING or DRAINING a node. "
-                          "Request denied");
-    ck_assert_int_eq(update(&u, 3, "NodeName=n1", "State=down", "Reason="), -1);
-    ASSERT_ERR_HAS("You must specify a reason");
-    ck_assert_int_eq(update(&u, 2, "NodeName=n1", "State=sleepy"), -1);
-    ck_assert_str_eq(err, "Invalid node state specified: sleepy");
-    ck_assert_int_eq(update(&u, 3, "NodeName=n1", "State=idle", "Weight=3"), -1);
-    ck_assert_str_eq(err, "Update of this parameter is not supported: Weight=3");
-    ck_assert_int_eq(update(&u, 1, "State=idle"), -1);
-    ASSERT_ERR_HAS("NodeName=");
-    ck_assert_int_eq(update(&u, 1, "NodeName=n1"), -1);
-    ASSERT_ERR_HAS("State=");
-    ck_assert_int_eq(update(&u, 2, "NodeName=n1", "idle"), -1);
-    ASSERT_ERR_HAS("\"idle\"");
-    ck_assert_int_eq(update(&u, 2, "JobId=4", "TimeLimit=5"), -1);
-    ASSERT_ERR_HAS("only nodes");
-    ck_assert_int_eq(update(&u, 2, "NodeName=", "State=idle"), -1);
-    ASSERT_ERR_HAS("needs a node name");
+    static const struct refusal bad[] = {
+        {2,
+         {"NodeName=n1", "State=DRAIN"},
+         "You must specify a reason when DOWNING or DRAINING a node. Request denied",
+         true},
+        {3, {"NodeName=n1", "State=down", "Reason="}, "You must specify a reason", false},
+        {2, {"NodeName=n1", "State=sleepy"}, "Invalid node state specified: sleepy", true},
+        {3,
+         {"NodeName=n1", "State=idle", "Weight=3"},
+         "Update of this parameter is not supported: Weight=3",
+         true},
+        {1, {"State=idle"}, "NodeName=", false},
+        {1, {"NodeName=n1"}, "State=", false},
+        {2, {"NodeName=n1", "idle"}, "\"idle\"", false},
+        {2, {"JobId=4", "TimeLimit=5"}, "only nodes", false},
+        {2, {"NodeName=", "State=idle"}, "needs a node name", false},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(scontrol_args_update_parse(bad[i].argc, bad[i].argv, &u, err, sizeof(err)),
+                         -1);
+        assert_refused_as(&bad[i]);
+    }
 }
 END_TEST
-
-static int create(struct scontrol_args_create *n, int argc, ...)
-{
-    char *argv[16];
-    va_list ap;
-    va_start(ap, argc);
-    for (int i = 0; i < argc; i++)
-        argv[i] = va_arg(ap, char *);
-    va_end(ap);
-    err[0] = '\0';
-    return scontrol_args_create_parse(argc, argv, n, err, sizeof(err));
-}
 
 START_TEST(test_node_create)
 {
     struct scontrol_args_create n;
-    ck_assert_int_eq(create(&n, 6, "node", "NodeName=c1", "CPUs=8", "RealMemory=16G",
-                            "Features=gpu,ib", "NodeAddr=c1.example:6818"),
-                     0);
+    char *full[] = {"node",           "NodeName=c1",     "CPUs=8",
+                    "RealMemory=16G", "Features=gpu,ib", "NodeAddr=c1.example:6818"};
+    ck_assert_int_eq(scontrol_args_create_parse(6, full, &n, err, sizeof(err)), 0);
     ck_assert_str_eq(n.name, "c1");
     ck_assert_uint_eq(n.cpus, 8);
     ck_assert_uint_eq(n.mem_mb, 16384);
@@ -1092,27 +1134,32 @@ START_TEST(test_node_create)
     ck_assert_str_eq(n.address, "c1.example:6818");
     scontrol_args_create_free(&n);
     /* Slurm's own spelling, without "node". */
-    ck_assert_int_eq(create(&n, 3, "nodename=c2", "cpus=1", "realmemory=1000"), 0);
+    char *slurm_spelling[] = {"nodename=c2", "cpus=1", "realmemory=1000"};
+    ck_assert_int_eq(scontrol_args_create_parse(3, slurm_spelling, &n, err, sizeof(err)), 0);
     ck_assert_str_eq(n.address, "");
     ck_assert_uint_eq(n.nfeatures, 0);
     ck_assert_ptr_null(n.features[0]);
     ck_assert_uint_eq(n.mem_mb, 1000);
     scontrol_args_create_free(&n);
 
-    ck_assert_int_eq(create(&n, 2, "NodeName=c1", "RealMemory=1"), -1);
-    ck_assert_str_eq(err, "CPUs= is required");
-    ck_assert_int_eq(create(&n, 2, "NodeName=c1", "CPUs=1"), -1);
-    ck_assert_str_eq(err, "RealMemory= is required");
-    ck_assert_int_eq(create(&n, 2, "CPUs=1", "RealMemory=1"), -1);
-    ck_assert_str_eq(err, "NodeName= is required");
-    ck_assert_int_eq(create(&n, 3, "NodeName=c1", "CPUs=0", "RealMemory=1"), -1);
-    ASSERT_ERR_HAS("CPUs=0");
-    ck_assert_int_eq(create(&n, 3, "NodeName=c1", "CPUs=2", "RealMemory=lots"), -1);
-    ASSERT_ERR_HAS("RealMemory=lots");
-    ck_assert_int_eq(create(&n, 3, "NodeName=c[1-2]", "CPUs=2", "RealMemory=1"), -1);
-    ASSERT_ERR_HAS("one node name");
-    ck_assert_int_eq(create(&n, 4, "NodeName=c1", "CPUs=2", "RealMemory=1", "Gres=gpu:1"), -1);
-    ck_assert_str_eq(err, "Invalid parameter for create node: Gres=gpu:1");
+    static const struct refusal bad[] = {
+        {2, {"NodeName=c1", "RealMemory=1"}, "CPUs= is required", true},
+        {2, {"NodeName=c1", "CPUs=1"}, "RealMemory= is required", true},
+        {2, {"CPUs=1", "RealMemory=1"}, "NodeName= is required", true},
+        {3, {"NodeName=c1", "CPUs=0", "RealMemory=1"}, "CPUs=0", false},
+        {3, {"NodeName=c1", "CPUs=2", "RealMemory=lots"}, "RealMemory=lots", false},
+        {3, {"NodeName=c[1-2]", "CPUs=2", "RealMemory=1"}, "one node name", false},
+        {4,
+         {"NodeName=c1", "CPUs=2", "RealMemory=1", "Gres=gpu:1"},
+         "Invalid parameter for create node: Gres=gpu:1",
+         true},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(scontrol_args_create_parse(bad[i].argc, bad[i].argv, &n, err, sizeof(err)),
+                         -1);
+        assert_refused_as(&bad[i]);
+    }
 }
 END_TEST
 
@@ -1148,6 +1195,7 @@ static Suite *format_suite(void)
     tcase_add_test(r, test_show_job);
     tcase_add_test(r, test_show_node_and_partition);
     tcase_add_test(r, test_json_objects);
+    tcase_add_test(r, test_json_arrays);
     tcase_add_test(r, test_node_update);
     tcase_add_test(r, test_node_create);
     suite_add_tcase(s, r);

@@ -297,35 +297,26 @@ END_TEST
 
 START_TEST(test_bad_options)
 {
-    struct sbp_opts o;
-    ck_assert_int_eq(args(&o, NULL, "--bogus=1", NULL), -1);
-    ASSERT_ERR_HAS("unrecognized option '--bogus'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "--account=x", NULL), -1);
-    ASSERT_ERR_HAS("'--account'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "-X", NULL), -1);
-    ASSERT_ERR_HAS("'X'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "-HZ", NULL), -1);
-    ASSERT_ERR_HAS("'Z'");
-    sbp_opts_free(&o);
-    /* --n could be --nodes or --ntasks. */
-    ck_assert_int_eq(args(&o, NULL, "--n=2", NULL), -1);
-    ASSERT_ERR_HAS("ambiguous option '--n'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "-J", NULL), -1);
-    ASSERT_ERR_HAS("requires an argument");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "--time", NULL), -1);
-    ASSERT_ERR_HAS("'--time' requires an argument");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "--hold=yes", NULL), -1);
-    ASSERT_ERR_HAS("'--hold' doesn't allow an argument");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "-J", "", NULL), -1);
-    ASSERT_ERR_HAS("non-empty");
-    sbp_opts_free(&o);
+    static const struct {
+        const char *word, *value; /* the words after "sbatch"; value may be NULL */
+        const char *msg;          /* a part of the error line */
+    } t[] = {
+        {"--bogus=1", NULL, "unrecognized option '--bogus'"},
+        {"--account=x", NULL, "'--account'"},
+        {"-X", NULL, "'X'"},
+        {"-HZ", NULL, "'Z'"},
+        {"--n=2", NULL, "ambiguous option '--n'"}, /* --nodes or --ntasks */
+        {"-J", NULL, "requires an argument"},
+        {"--time", NULL, "'--time' requires an argument"},
+        {"--hold=yes", NULL, "'--hold' doesn't allow an argument"},
+        {"-J", "", "non-empty"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct sbp_opts o;
+        ck_assert_int_eq(args(&o, NULL, t[i].word, t[i].value, NULL), -1);
+        ASSERT_ERR_HAS(t[i].msg);
+        sbp_opts_free(&o);
+    }
 }
 END_TEST
 
@@ -527,30 +518,27 @@ END_TEST
 
 START_TEST(test_directives_errors)
 {
-    struct sbp_opts o;
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J ok\n#SBATCH --frobnicate\n"), -1);
-    ASSERT_ERR_HAS("batch script line 3");
-    ASSERT_ERR_HAS("unrecognized option '--frobnicate'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -N two\n"), -1);
-    ASSERT_ERR_HAS("line 2");
-    ASSERT_ERR_HAS("two");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH stray\n"), -1);
-    ASSERT_ERR_HAS("'stray'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --wrap=ls\n"), -1);
-    ASSERT_ERR_HAS("not valid in a batch script");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --help\n"), -1);
-    ASSERT_ERR_HAS("not valid in a batch script");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -V\n"), -1);
-    ASSERT_ERR_HAS("'-V'");
-    sbp_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J\n"), -1);
-    ASSERT_ERR_HAS("requires an argument");
-    sbp_opts_free(&o);
+    static const struct {
+        const char *script;
+        const char *msg, *msg2; /* parts of the error line; msg2 may be NULL */
+    } t[] = {
+        {"#!/bin/sh\n#SBATCH -J ok\n#SBATCH --frobnicate\n", "batch script line 3",
+         "unrecognized option '--frobnicate'"},
+        {"#!/bin/sh\n#SBATCH -N two\n", "line 2", "two"},
+        {"#!/bin/sh\n#SBATCH stray\n", "'stray'", NULL},
+        {"#!/bin/sh\n#SBATCH --wrap=ls\n", "not valid in a batch script", NULL},
+        {"#!/bin/sh\n#SBATCH --help\n", "not valid in a batch script", NULL},
+        {"#!/bin/sh\n#SBATCH -V\n", "'-V'", NULL},
+        {"#!/bin/sh\n#SBATCH -J\n", "requires an argument", NULL},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct sbp_opts o;
+        ck_assert_int_eq(directives(&o, t[i].script), -1);
+        ASSERT_ERR_HAS(t[i].msg);
+        if (t[i].msg2 != NULL)
+            ASSERT_ERR_HAS(t[i].msg2);
+        sbp_opts_free(&o);
+    }
 }
 END_TEST
 

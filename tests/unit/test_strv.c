@@ -83,6 +83,23 @@ START_TEST(test_join)
 }
 END_TEST
 
+START_TEST(test_replace)
+{
+    char *field = NULL;
+    ck_assert_int_eq(strv_replace(&field, "debug"), 0);
+    ck_assert_str_eq(field, "debug");
+    /* The old string is released and the new one is a copy, not the argument. */
+    char value[] = "batch";
+    ck_assert_int_eq(strv_replace(&field, value), 0);
+    ck_assert_ptr_ne(field, value);
+    value[0] = 'x';
+    ck_assert_str_eq(field, "batch");
+    ck_assert_int_eq(strv_replace(&field, ""), 0);
+    ck_assert_str_eq(field, "");
+    free(field);
+}
+END_TEST
+
 static Suite *strv_suite(void)
 {
     Suite *s = suite_create("strv");
@@ -90,6 +107,7 @@ static Suite *strv_suite(void)
     tcase_add_test(tc, test_split);
     tcase_add_test(tc, test_push_and_move);
     tcase_add_test(tc, test_join);
+    tcase_add_test(tc, test_replace);
     suite_add_tcase(s, tc);
     return s;
 }
