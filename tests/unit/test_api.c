@@ -120,6 +120,17 @@ static Spur__Api__Response *next_answer(struct server *sv)
     return resp;
 }
 
+/* The next answer on sv's connection carries code, request_id and exactly error. */
+static void expect_error_answer(struct server *sv, Spur__Api__Code code, uint64_t request_id,
+                                const char *error)
+{
+    Spur__Api__Response *resp = next_answer(sv);
+    ck_assert_int_eq(resp->code, code);
+    ck_assert_uint_eq(resp->request_id, request_id);
+    ck_assert_str_eq(resp->error, error);
+    spur__api__response__free_unpacked(resp, NULL);
+}
+
 START_TEST(test_request_gets_reply)
 {
     struct server sv;
@@ -167,11 +178,8 @@ START_TEST(test_malformed_protobuf)
     server_start(&sv);
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     test_send_frame(sv.fd, junk, sizeof(junk));
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_INVALID);
-    ck_assert_uint_eq(resp->request_id, 0);
-    ck_assert_str_eq(resp->error, "undecodable request: not a spur.api.Request");
-    spur__api__response__free_unpacked(resp, NULL);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_INVALID, 0,
+                        "undecodable request: not a spur.api.Request");
     ck_assert(test_closed_by_peer(&sv.l, sv.fd, 3000));
     ck_assert_uint_eq(sv.d.calls, 0);
     struct api_stats st;
@@ -191,11 +199,8 @@ START_TEST(test_oversized_frame_refused)
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_put_header(hdr, MAX_FRAME + 1);
     ck_assert_int_eq(send(sv.fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_TOO_LARGE);
-    ck_assert_uint_eq(resp->request_id, 0);
-    ck_assert_str_eq(resp->error, "frame of 65537 bytes is over the 65536-byte limit");
-    spur__api__response__free_unpacked(resp, NULL);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_TOO_LARGE, 0,
+                        "frame of 65537 bytes is over the 65536-byte limit");
     ck_assert(test_closed_by_peer(&sv.l, sv.fd, 3000));
     struct api_stats st;
     api_get_stats(sv.s, &st);
@@ -223,11 +228,8 @@ START_TEST(test_refused_envelope)
     size_t n = 0;
     Spur__Api__Request req = ping_request(&ping, "elsewhere", 7);
     send_request(sv.fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_REFUSED);
-    ck_assert_uint_eq(resp->request_id, 7);
-    ck_assert_str_eq(resp->error, "refused: request for cluster \"elsewhere\", this is \"spur\"");
-    spur__api__response__free_unpacked(resp, NULL);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_REFUSED, 7,
+                        "refused: request for cluster \"elsewhere\", this is \"spur\"");
 
     /* Anything but a Ping must name the cluster. */
     Spur__Api__RaftStatusRequest rs = SPUR__API__RAFT_STATUS_REQUEST__INIT;
@@ -235,7 +237,7 @@ START_TEST(test_refused_envelope)
     req.op_case = SPUR__API__REQUEST__OP_RAFT_STATUS;
     req.raft_status = &rs;
     send_request(sv.fd, &req, packed, &n);
-    resp = next_answer(&sv);
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_REFUSED);
     ck_assert_uint_eq(resp->request_id, 8);
     ck_assert_ptr_nonnull(strstr(resp->error, "request names no cluster"));
@@ -274,11 +276,7 @@ START_TEST(test_script_rule_before_dispatch)
     uint8_t packed[256];
     size_t n = 0;
     send_request(sv.fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_INVALID);
-    ck_assert_uint_eq(resp->request_id, 11);
-    ck_assert_str_eq(resp->error, want);
-    spur__api__response__free_unpacked(resp, NULL);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_INVALID, 11, want);
     ck_assert_uint_eq(sv.d.calls, 0);
     server_stop(&sv);
 }
