@@ -469,14 +469,22 @@ START_TEST(test_own_pause)
 }
 END_TEST
 
+/* A new page that holds one, with an update to two begun by a writer and not finished. */
+static struct health_shm *shm_mid_update(const struct health_inputs *one,
+                                         const struct health_inputs *two)
+{
+    struct health_shm *shm = health_shm_create();
+    ck_assert_ptr_nonnull(shm);
+    health_shm_publish(shm, one);
+    begin_update(shm, two);
+    return shm;
+}
+
 START_TEST(test_shm_writer_preempted_mid_update)
 {
     /* The writer stalls 20 ms inside an update; the reader must wait it out, not mix. */
-    struct health_shm *shm = health_shm_create();
-    ck_assert_ptr_nonnull(shm);
     struct health_inputs one = derived(1), two = derived(2), out;
-    health_shm_publish(shm, &one);
-    begin_update(shm, &two);
+    struct health_shm *shm = shm_mid_update(&one, &two);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -496,11 +504,8 @@ END_TEST
 START_TEST(test_shm_writer_stuck_mid_update)
 {
     /* A writer that never finishes must not hang the reader: it returns, and soon. */
-    struct health_shm *shm = health_shm_create();
-    ck_assert_ptr_nonnull(shm);
     struct health_inputs one = derived(1), two = derived(2), out;
-    health_shm_publish(shm, &one);
-    begin_update(shm, &two);
+    struct health_shm *shm = shm_mid_update(&one, &two);
     uint64_t t0 = now_ms();
     health_shm_read(shm, &out);
     uint64_t took = now_ms() - t0;
