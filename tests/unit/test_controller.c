@@ -18,7 +18,6 @@
  * and which peer it joins (0 when it does not join).
  */
 struct boot_case {
-    const char *what;
     size_t npeers;
     uint32_t self;
     uint32_t empty[CFG_MAX_PEERS + 1], has_cluster[CFG_MAX_PEERS + 1];
@@ -27,21 +26,23 @@ struct boot_case {
 };
 
 static const struct boot_case boot_cases[] = {
-    {"the only member is a quorum by itself", 1, 1, {0}, {0}, CONTROLLER_BOOT_FOUND, 0},
-    {"three members, nothing heard: one empty replica (itself) is not a quorum", 3, 1, {0},
-     {0}, CONTROLLER_BOOT_WAIT, 0},
-    {"three members, one more empty peer: two of three", 3, 1, {3}, {0}, CONTROLLER_BOOT_FOUND,
-     0},
-    {"five members: itself and one empty peer are two of five, not three", 5, 3, {1}, {0},
-     CONTROLLER_BOOT_WAIT, 0},
-    {"five members: itself and two empty peers", 5, 3, {1, 5}, {0}, CONTROLLER_BOOT_FOUND, 0},
-    {"four members need three (4 / 2 + 1): two are not enough", 4, 1, {2}, {0},
-     CONTROLLER_BOOT_WAIT, 0},
-    {"four members, three empty", 4, 1, {2, 4}, {0}, CONTROLLER_BOOT_FOUND, 0},
-    {"a quorum of empty peers does not matter once one peer runs a cluster", 5, 1, {2, 3}, {4},
-     CONTROLLER_BOOT_JOIN, 4},
-    {"its own slot never counts as a peer running a cluster", 3, 2, {0}, {2},
-     CONTROLLER_BOOT_WAIT, 0},
+    /* The only member is a quorum by itself. */
+    {1, 1, {0}, {0}, CONTROLLER_BOOT_FOUND, 0},
+    /* Three members, nothing heard: one empty replica (itself) is not a quorum. */
+    {3, 1, {0}, {0}, CONTROLLER_BOOT_WAIT, 0},
+    /* One more empty peer: two of three. */
+    {3, 1, {3}, {0}, CONTROLLER_BOOT_FOUND, 0},
+    /* Five members: itself and one empty peer are two of five, not three... */
+    {5, 3, {1}, {0}, CONTROLLER_BOOT_WAIT, 0},
+    /* ...and with another empty peer, three. */
+    {5, 3, {1, 5}, {0}, CONTROLLER_BOOT_FOUND, 0},
+    /* Four members need three (4 / 2 + 1). */
+    {4, 1, {2}, {0}, CONTROLLER_BOOT_WAIT, 0},
+    {4, 1, {2, 4}, {0}, CONTROLLER_BOOT_FOUND, 0},
+    /* A quorum of empty peers does not matter once one peer runs a cluster. */
+    {5, 1, {2, 3}, {4}, CONTROLLER_BOOT_JOIN, 4},
+    /* Its own slot never counts as a peer running a cluster. */
+    {3, 2, {0}, {2}, CONTROLLER_BOOT_WAIT, 0},
 };
 
 START_TEST(test_boot_decision)
@@ -55,8 +56,8 @@ START_TEST(test_boot_decision)
     uint32_t peer = 0;
     enum controller_boot got =
         controller_boot_decide(bc->npeers, bc->self, has_cluster, empty, &peer);
-    ck_assert_msg(got == bc->want, "%s: decided %d, want %d", bc->what, (int)got, (int)bc->want);
-    ck_assert_msg(peer == bc->want_peer, "%s: peer %u, want %u", bc->what, peer, bc->want_peer);
+    ck_assert_msg(got == bc->want, "case %d: decided %d, want %d", _i, (int)got, (int)bc->want);
+    ck_assert_msg(peer == bc->want_peer, "case %d: peer %u, want %u", _i, peer, bc->want_peer);
 }
 END_TEST
 

@@ -33,8 +33,8 @@ static const struct startup_code_case {
 START_TEST(test_startup_code_verdict)
 {
     const struct startup_code_case *c = &startup_codes[_i];
-    ck_assert_msg(sup_startup_code_is_final(c->code) == c->final, "exit code %d: want %d",
-                  c->code, c->final);
+    ck_assert_msg(sup_startup_code_is_final(c->code) == c->final, "exit code %d: want %d", c->code,
+                  c->final);
 }
 END_TEST
 
