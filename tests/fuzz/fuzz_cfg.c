@@ -7,6 +7,9 @@
  * for that host, pass cfg_validate() again, and survive cfg_print(): the printed YAML
  * loads again, and prints the same way again.
  */
+#define FUZZ_NAME "fuzz_cfg"
+#include "fuzz_check.h"
+
 #include "cfg.h"
 #include "netaddr.h"
 
@@ -14,14 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_cfg: check failed: %s (line %d)\n", #c, __LINE__);               \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define NAME "fuzz.yaml"
 #define HOST "spurctld-0"

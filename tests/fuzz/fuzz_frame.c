@@ -8,20 +8,15 @@
  * reader must return the same frames, byte for byte, and refuse an oversized frame at the
  * same place, without growing its buffer past one frame plus the read size.
  */
+#define FUZZ_NAME "fuzz_frame"
+#include "fuzz_check.h"
+
 #include "frame.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_frame: check failed: %s (line %d)\n", #c, __LINE__);             \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 #define MAX_CHUNK 4096
 

@@ -9,6 +9,9 @@
  * resumed as the responder does, must answer exactly those requests (up to one that ends
  * the connection, plus the error response for a refused one), within its buffers.
  */
+#define FUZZ_NAME "fuzz_http"
+#include "fuzz_check.h"
+
 #include "http.h"
 
 #include <stdbool.h>
@@ -16,14 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_http: check failed: %s (line %d)\n", #c, __LINE__);              \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

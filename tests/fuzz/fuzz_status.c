@@ -4,20 +4,15 @@
  * A payload that decodes must carry known enum values, must fit the size limit, and must
  * survive an encode/decode round trip unchanged.
  */
+#define FUZZ_NAME "fuzz_status"
+#include "fuzz_check.h"
+
 #include "status.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_status: check failed: %s (line %d)\n", #c, __LINE__);            \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

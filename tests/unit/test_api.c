@@ -101,12 +101,21 @@ static Spur__Api__Request ping_request(Spur__Api__Ping *ping, const char *cluste
     return req;
 }
 
-static void send_request(int fd, const Spur__Api__Request *req, uint8_t *packed, size_t *n)
+/* A request as it went out: its packed bytes, the payload of its frame. */
+struct sent_request {
+    uint8_t bytes[256];
+    size_t len;
+};
+
+/* Send req as one frame on fd; returns what was sent. */
+static struct sent_request send_request(int fd, const Spur__Api__Request *req)
 {
-    *n = spur__api__request__get_packed_size(req);
-    ck_assert_uint_le(*n, 256);
-    spur__api__request__pack(req, packed);
-    test_send_frame(fd, packed, *n);
+    struct sent_request sent;
+    sent.len = spur__api__request__get_packed_size(req);
+    ck_assert_uint_le(sent.len, sizeof(sent.bytes));
+    spur__api__request__pack(req, sent.bytes);
+    test_send_frame(fd, sent.bytes, sent.len);
+    return sent;
 }
 
 /* The next answer on fd, decoded (the caller frees it). */
@@ -120,17 +129,26 @@ static Spur__Api__Response *next_answer(struct server *sv)
     return resp;
 }
 
+/* The next answer on sv's connection carries code, request_id and exactly error. */
+static void expect_error_answer(struct server *sv, Spur__Api__Code code, uint64_t request_id,
+                                const char *error)
+{
+    Spur__Api__Response *resp = next_answer(sv);
+    ck_assert_int_eq(resp->code, code);
+    ck_assert_uint_eq(resp->request_id, request_id);
+    ck_assert_str_eq(resp->error, error);
+    spur__api__response__free_unpacked(resp, NULL);
+}
+
 START_TEST(test_request_gets_reply)
 {
     struct server sv;
     server_start(&sv);
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
-    uint8_t packed[256];
-    size_t n = 0;
     /* Two requests in a row, on one connection, each answered in turn. */
     for (uint64_t id = 41; id <= 42; id++) {
         Spur__Api__Request req = ping_request(&ping, "spur", id);
-        send_request(sv.fd, &req, packed, &n);
+        struct sent_request sent = send_request(sv.fd, &req);
         Spur__Api__Response *resp = next_answer(&sv);
         ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_OK);
         ck_assert_uint_eq(resp->request_id, id);
@@ -141,8 +159,8 @@ START_TEST(test_request_gets_reply)
         spur__api__response__free_unpacked(resp, NULL);
         ck_assert_uint_eq(sv.d.last_request_id, id);
         /* The call kept the request's frame payload unchanged, for forwarding. */
-        ck_assert_uint_eq(sv.d.nbytes, n);
-        ck_assert_int_eq(memcmp(sv.d.bytes, packed, n), 0);
+        ck_assert_uint_eq(sv.d.nbytes, sent.len);
+        ck_assert_int_eq(memcmp(sv.d.bytes, sent.bytes, sent.len), 0);
     }
     ck_assert_uint_eq(sv.d.calls, 2);
     struct api_stats st;
@@ -152,7 +170,7 @@ START_TEST(test_request_gets_reply)
     ck_assert_uint_eq(st.connections, 1);
     /* A Ping that names no cluster is answered too, and the answer names it. */
     Spur__Api__Request req = ping_request(&ping, "", 43);
-    send_request(sv.fd, &req, packed, &n);
+    send_request(sv.fd, &req);
     Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_OK);
     ck_assert_str_eq(resp->cluster_name, "spur");
@@ -167,11 +185,8 @@ START_TEST(test_malformed_protobuf)
     server_start(&sv);
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     test_send_frame(sv.fd, junk, sizeof(junk));
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_INVALID);
-    ck_assert_uint_eq(resp->request_id, 0);
-    ck_assert_str_eq(resp->error, "undecodable request: not a spur.api.Request");
-    spur__api__response__free_unpacked(resp, NULL);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_INVALID, 0,
+                        "undecodable request: not a spur.api.Request");
     ck_assert(test_closed_by_peer(&sv.l, sv.fd, 3000));
     ck_assert_uint_eq(sv.d.calls, 0);
     struct api_stats st;
@@ -191,11 +206,8 @@ START_TEST(test_oversized_frame_refused)
     uint8_t hdr[FRAME_HEADER_LEN];
     frame_put_header(hdr, MAX_FRAME + 1);
     ck_assert_int_eq(send(sv.fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_TOO_LARGE);
-    ck_assert_uint_eq(resp->request_id, 0);
-    ck_assert_str_eq(resp->error, "frame of 65537 bytes is over the 65536-byte limit");
-    spur__api__response__free_unpacked(resp, NULL);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_TOO_LARGE, 0,
+                        "frame of 65537 bytes is over the 65536-byte limit");
     ck_assert(test_closed_by_peer(&sv.l, sv.fd, 3000));
     struct api_stats st;
     api_get_stats(sv.s, &st);
@@ -219,23 +231,18 @@ START_TEST(test_refused_envelope)
     struct server sv;
     server_start(&sv);
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
-    uint8_t packed[256];
-    size_t n = 0;
     Spur__Api__Request req = ping_request(&ping, "elsewhere", 7);
-    send_request(sv.fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_REFUSED);
-    ck_assert_uint_eq(resp->request_id, 7);
-    ck_assert_str_eq(resp->error, "refused: request for cluster \"elsewhere\", this is \"spur\"");
-    spur__api__response__free_unpacked(resp, NULL);
+    send_request(sv.fd, &req);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_REFUSED, 7,
+                        "refused: request for cluster \"elsewhere\", this is \"spur\"");
 
     /* Anything but a Ping must name the cluster. */
     Spur__Api__RaftStatusRequest rs = SPUR__API__RAFT_STATUS_REQUEST__INIT;
     req = ping_request(&ping, "", 8);
     req.op_case = SPUR__API__REQUEST__OP_RAFT_STATUS;
     req.raft_status = &rs;
-    send_request(sv.fd, &req, packed, &n);
-    resp = next_answer(&sv);
+    send_request(sv.fd, &req);
+    Spur__Api__Response *resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_REFUSED);
     ck_assert_uint_eq(resp->request_id, 8);
     ck_assert_ptr_nonnull(strstr(resp->error, "request names no cluster"));
@@ -243,7 +250,7 @@ START_TEST(test_refused_envelope)
 
     /* The connection stays open: a good request on it is still served. */
     req = ping_request(&ping, "spur", 9);
-    send_request(sv.fd, &req, packed, &n);
+    send_request(sv.fd, &req);
     resp = next_answer(&sv);
     ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_OK);
     ck_assert_uint_eq(resp->request_id, 9);
@@ -271,14 +278,8 @@ START_TEST(test_script_rule_before_dispatch)
     req.submit_job = &sj;
     char want[400];
     ck_assert_int_ne(api_check_request(&req, want, sizeof(want)), 0);
-    uint8_t packed[256];
-    size_t n = 0;
-    send_request(sv.fd, &req, packed, &n);
-    Spur__Api__Response *resp = next_answer(&sv);
-    ck_assert_int_eq(resp->code, SPUR__API__CODE__CODE_INVALID);
-    ck_assert_uint_eq(resp->request_id, 11);
-    ck_assert_str_eq(resp->error, want);
-    spur__api__response__free_unpacked(resp, NULL);
+    send_request(sv.fd, &req);
+    expect_error_answer(&sv, SPUR__API__CODE__CODE_INVALID, 11, want);
     ck_assert_uint_eq(sv.d.calls, 0);
     server_stop(&sv);
 }
@@ -291,9 +292,7 @@ START_TEST(test_client_gone_abandons_call)
     sv.d.hold = true;
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
     Spur__Api__Request req = ping_request(&ping, "spur", 21);
-    uint8_t packed[256];
-    size_t n = 0;
-    send_request(sv.fd, &req, packed, &n);
+    struct sent_request sent = send_request(sv.fd, &req);
     ck_assert(test_loop_until(&sv.l, &sv.d.calls, 1, 3000));
     ck_assert_ptr_nonnull(sv.d.held);
     ck_assert(!api_call_abandoned(sv.d.held));
@@ -310,7 +309,7 @@ START_TEST(test_client_gone_abandons_call)
     ck_assert(api_call_abandoned(sv.d.held));
     size_t len = 0;
     ck_assert_ptr_nonnull(api_call_bytes(sv.d.held, &len));
-    ck_assert_uint_eq(len, n);
+    ck_assert_uint_eq(len, sent.len);
     /* The late answer is dropped, and releases the call (ASan would see a leak or worse). */
     api_reply_error(sv.d.held, SPUR__API__CODE__CODE_UNAVAILABLE, 0, NULL, "too late: %d", 1);
     sv.d.held = NULL;

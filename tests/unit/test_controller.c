@@ -12,69 +12,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct peers {
-    bool has_cluster[CFG_MAX_PEERS + 1];
-    bool empty[CFG_MAX_PEERS + 1];
+/*
+ * One bootstrap situation: the members' count, which one decides, and the members that
+ * answered empty and running a cluster (lists of ids, ended by 0); what it must decide,
+ * and which peer it joins (0 when it does not join).
+ */
+struct boot_case {
+    size_t npeers;
+    uint32_t self;
+    uint32_t empty[CFG_MAX_PEERS + 1], has_cluster[CFG_MAX_PEERS + 1];
+    enum controller_boot want;
+    uint32_t want_peer;
 };
 
-static enum controller_boot decide(size_t npeers, uint32_t self, const struct peers *p,
-                                   uint32_t *peer)
-{
-    *peer = 0;
-    return controller_boot_decide(npeers, self, p->has_cluster, p->empty, peer);
-}
-
-START_TEST(test_boot_alone_founds)
-{
-    struct peers p;
-    memset(&p, 0, sizeof(p));
-    uint32_t peer;
+static const struct boot_case boot_cases[] = {
     /* The only member is a quorum by itself. */
-    ck_assert_int_eq(decide(1, 1, &p, &peer), CONTROLLER_BOOT_FOUND);
-}
-END_TEST
-
-START_TEST(test_boot_waits_for_a_quorum)
-{
-    struct peers p;
-    memset(&p, 0, sizeof(p));
-    uint32_t peer;
+    {1, 1, {0}, {0}, CONTROLLER_BOOT_FOUND, 0},
     /* Three members, nothing heard: one empty replica (itself) is not a quorum. */
-    ck_assert_int_eq(decide(3, 1, &p, &peer), CONTROLLER_BOOT_WAIT);
+    {3, 1, {0}, {0}, CONTROLLER_BOOT_WAIT, 0},
     /* One more empty peer: two of three. */
-    p.empty[3] = true;
-    ck_assert_int_eq(decide(3, 1, &p, &peer), CONTROLLER_BOOT_FOUND);
-    /* Five members: itself and one empty peer are two of five, not three. */
-    memset(&p, 0, sizeof(p));
-    p.empty[1] = true;
-    ck_assert_int_eq(decide(5, 3, &p, &peer), CONTROLLER_BOOT_WAIT);
-    p.empty[5] = true;
-    ck_assert_int_eq(decide(5, 3, &p, &peer), CONTROLLER_BOOT_FOUND);
+    {3, 1, {3}, {0}, CONTROLLER_BOOT_FOUND, 0},
+    /* Five members: itself and one empty peer are two of five, not three... */
+    {5, 3, {1}, {0}, CONTROLLER_BOOT_WAIT, 0},
+    /* ...and with another empty peer, three. */
+    {5, 3, {1, 5}, {0}, CONTROLLER_BOOT_FOUND, 0},
     /* Four members need three (4 / 2 + 1). */
-    memset(&p, 0, sizeof(p));
-    p.empty[2] = true;
-    ck_assert_int_eq(decide(4, 1, &p, &peer), CONTROLLER_BOOT_WAIT);
-    p.empty[4] = true;
-    ck_assert_int_eq(decide(4, 1, &p, &peer), CONTROLLER_BOOT_FOUND);
-}
-END_TEST
-
-START_TEST(test_boot_joins_a_running_cluster)
-{
-    struct peers p;
-    memset(&p, 0, sizeof(p));
-    uint32_t peer;
+    {4, 1, {2}, {0}, CONTROLLER_BOOT_WAIT, 0},
+    {4, 1, {2, 4}, {0}, CONTROLLER_BOOT_FOUND, 0},
     /* A quorum of empty peers does not matter once one peer runs a cluster. */
-    p.empty[2] = true;
-    p.empty[3] = true;
-    p.has_cluster[4] = true;
-    ck_assert_int_eq(decide(5, 1, &p, &peer), CONTROLLER_BOOT_JOIN);
-    ck_assert_uint_eq(peer, 4);
+    {5, 1, {2, 3}, {4}, CONTROLLER_BOOT_JOIN, 4},
     /* Its own slot never counts as a peer running a cluster. */
-    memset(&p, 0, sizeof(p));
-    p.has_cluster[2] = true;
-    ck_assert_int_eq(decide(3, 2, &p, &peer), CONTROLLER_BOOT_WAIT);
-    ck_assert_uint_eq(peer, 0);
+    {3, 2, {0}, {2}, CONTROLLER_BOOT_WAIT, 0},
+};
+
+START_TEST(test_boot_decision)
+{
+    const struct boot_case *bc = &boot_cases[_i];
+    bool has_cluster[CFG_MAX_PEERS + 1] = {false}, empty[CFG_MAX_PEERS + 1] = {false};
+    for (size_t i = 0; bc->empty[i] != 0; i++)
+        empty[bc->empty[i]] = true;
+    for (size_t i = 0; bc->has_cluster[i] != 0; i++)
+        has_cluster[bc->has_cluster[i]] = true;
+    uint32_t peer = 0;
+    enum controller_boot got =
+        controller_boot_decide(bc->npeers, bc->self, has_cluster, empty, &peer);
+    ck_assert_msg(got == bc->want, "case %d: decided %d, want %d", _i, (int)got, (int)bc->want);
+    ck_assert_msg(peer == bc->want_peer, "case %d: peer %u, want %u", _i, peer, bc->want_peer);
 }
 END_TEST
 
@@ -132,9 +115,8 @@ int main(void)
 {
     Suite *s = suite_create("controller");
     TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_boot_alone_founds);
-    tcase_add_test(tc, test_boot_waits_for_a_quorum);
-    tcase_add_test(tc, test_boot_joins_a_running_cluster);
+    tcase_add_loop_test(tc, test_boot_decision, 0,
+                        (int)(sizeof(boot_cases) / sizeof(boot_cases[0])));
     tcase_add_test(tc, test_fsm_conf_follows_the_configuration);
     suite_add_tcase(s, tc);
     return check_run(s);

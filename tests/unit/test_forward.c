@@ -197,6 +197,14 @@ START_TEST(test_answer_comes_back)
 }
 END_TEST
 
+/* The forward ended in the forwarder's failure message for addr, with reason why. */
+static void expect_forward_failed(const struct outcome *o, const char *addr, const char *why)
+{
+    char want[200];
+    snprintf(want, sizeof(want), "forwarding to the leader at %s failed: %s", addr, why);
+    ck_assert_str_eq(o->error, want);
+}
+
 START_TEST(test_server_closes)
 {
     struct fixture fx;
@@ -218,9 +226,7 @@ START_TEST(test_server_closes)
     close(cfd);
     ck_assert(test_loop_until(&fx.l, &o.calls, 1, 3000));
     ck_assert(!o.had_resp);
-    char want[200];
-    snprintf(want, sizeof(want), "forwarding to the leader at %s failed: connection closed", addr);
-    ck_assert_str_eq(o.error, want);
+    expect_forward_failed(&o, addr, "connection closed");
     test_loop_run(&fx.l, 50);
     ck_assert_uint_eq(o.calls, 1);
     fixture_stop(&fx);
@@ -278,10 +284,7 @@ START_TEST(test_oversized_answer)
     frame_put_header(hdr, MAX_FRAME + 1); /* the header alone: refused from it */
     ck_assert_int_eq(send(cfd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
     ck_assert(test_loop_until(&fx.l, &o.calls, 1, 3000));
-    char want[200];
-    snprintf(want, sizeof(want),
-             "forwarding to the leader at %s failed: answer over the frame limit", addr);
-    ck_assert_str_eq(o.error, want);
+    expect_forward_failed(&o, addr, "answer over the frame limit");
     close(cfd);
     fixture_stop(&fx);
 }
@@ -297,9 +300,7 @@ START_TEST(test_free_fails_pending)
     forwarder_free(fx.f);
     fx.f = NULL;
     ck_assert_uint_eq(o.calls, 1);
-    char want[200];
-    snprintf(want, sizeof(want), "forwarding to the leader at %s failed: shutting down", addr);
-    ck_assert_str_eq(o.error, want);
+    expect_forward_failed(&o, addr, "shutting down");
     /* Not a request address: refused at once, no callback. */
     fx.f = forwarder_new(fx.l.base, MAX_FRAME, fx.res);
     struct outcome none = {0};

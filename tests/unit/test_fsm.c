@@ -491,50 +491,50 @@ START_TEST(test_submit_invalid)
     s.script.len = sizeof(big);
     submit_expect(&t, &s, C_TOO_LARGE, "the job script is 1048577 bytes; the limit is 1048576");
 
-    spec_init(&s);
-    s.partition = "nope";
-    submit_expect(&t, &s, C_NOT_FOUND, "partition \"nope\" does not exist");
+    /* Refusals of a plain spec with a few fields changed (0 / NULL: left as spec_init()). */
+    static const struct refused_spec {
+        const char *partition;
+        uint32_t time_limit_min, nodes, ntasks, cpus_per_task;
+        uint64_t mem_mb;
+        const char *name;
+        int code;
+        const char *error;
+    } refused[] = {
+        {"nope", 0, 0, 0, 0, 0, NULL, C_NOT_FOUND, "partition \"nope\" does not exist"},
+        {"small", 120, 0, 0, 0, 0, NULL, C_INVALID,
+         "time limit 120 min exceeds partition small's max 60 min"},
+        {"small", 0, 3, 0, 0, 0, NULL, C_INVALID, "3 nodes exceed partition small's max 2 nodes"},
+        {"small", 0, 0, 3, 2, 0, NULL, C_INVALID, "6 CPUs per node exceed partition small's max 4"},
+        {"small", 0, 0, 0, 0, 1001, NULL, C_INVALID,
+         "1001 MiB of memory per node exceeds partition small"},
+        {NULL, 0, 4, 2, 0, 0, NULL, C_INVALID, "2 tasks on 4 nodes"},
+        {"closed", 0, 0, 0, 0, 0, NULL, C_CONFLICT, "partition closed is down"},
+        {NULL, 0, 0, 0, 0, 0, "bad\nname", C_INVALID, "the job name holds a control character"},
+        {NULL, 0, 70000, 70000, 0, 0, NULL, C_INVALID, "70000 nodes requested"},
+        {NULL, 0, 0, 0, 2000000, 0, NULL, C_INVALID, "2000000 CPUs per node requested"},
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        const struct refused_spec *r = &refused[i];
+        spec_init(&s);
+        if (r->partition != NULL)
+            s.partition = (char *)r->partition;
+        if (r->name != NULL)
+            s.name = (char *)r->name;
+        s.time_limit_min = r->time_limit_min;
+        s.nodes = r->nodes;
+        s.ntasks = r->ntasks;
+        s.cpus_per_task = r->cpus_per_task;
+        s.mem_mb = r->mem_mb;
+        submit_expect(&t, &s, r->code, r->error);
+    }
 
-    spec_init(&s);
-    s.partition = "small";
-    s.time_limit_min = 120;
-    submit_expect(&t, &s, C_INVALID, "time limit 120 min exceeds partition small's max 60 min");
-
-    spec_init(&s);
-    s.partition = "small";
-    s.nodes = 3;
-    submit_expect(&t, &s, C_INVALID, "3 nodes exceed partition small's max 2 nodes");
-
-    spec_init(&s);
-    s.partition = "small";
-    s.ntasks = 3;
-    s.cpus_per_task = 2;
-    submit_expect(&t, &s, C_INVALID, "6 CPUs per node exceed partition small's max 4");
-
-    spec_init(&s);
-    s.partition = "small";
-    s.mem_mb = 1001;
-    submit_expect(&t, &s, C_INVALID, "1001 MiB of memory per node exceeds partition small");
-
-    spec_init(&s);
-    s.nodes = 4;
-    s.ntasks = 2;
-    submit_expect(&t, &s, C_INVALID, "2 tasks on 4 nodes");
-
-    spec_init(&s);
-    s.partition = "closed";
-    submit_expect(&t, &s, C_CONFLICT, "partition closed is down");
-
+    /* Refusals of sizes and lists. */
     char longname[300];
     memset(longname, 'a', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
     spec_init(&s);
     s.name = longname;
     submit_expect(&t, &s, C_TOO_LARGE, "the job name is 299 bytes; the limit is 256");
-
-    spec_init(&s);
-    s.name = "bad\nname";
-    submit_expect(&t, &s, C_INVALID, "the job name holds a control character");
 
     char longpath[5000];
     memset(longpath, '/', sizeof(longpath) - 1);
@@ -548,15 +548,6 @@ START_TEST(test_submit_invalid)
     s.n_env = 2;
     s.env = env;
     submit_expect(&t, &s, C_INVALID, "environment entry 2 is not NAME=value");
-
-    spec_init(&s);
-    s.nodes = 70000;
-    s.ntasks = 70000;
-    submit_expect(&t, &s, C_INVALID, "70000 nodes requested");
-
-    spec_init(&s);
-    s.cpus_per_task = 2000000;
-    submit_expect(&t, &s, C_INVALID, "2000000 CPUs per node requested");
 
     /* No user anywhere. */
     Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;

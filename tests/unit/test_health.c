@@ -123,17 +123,24 @@ START_TEST(test_table)
 }
 END_TEST
 
+/* A live, running worker that knows leader leader_id, its last frame read at T0. */
+static struct health_inputs running_with_leader(uint32_t leader_id)
+{
+    struct health_inputs in = {.worker_state = ALIVE,
+                               .phase = RUN,
+                               .leader_id = leader_id,
+                               .last_frame_ns = T0,
+                               .stall_ns = STALL};
+    return in;
+}
+
 START_TEST(test_clock_behind_last_frame)
 {
     /*
      * The responder's clock read can come out a little before the supervisor's stamp of the
      * last frame; that is a fresh frame, not a wrapped-around stall.
      */
-    struct health_inputs in = {.worker_state = ALIVE,
-                               .phase = RUN,
-                               .leader_id = 1,
-                               .last_frame_ns = T0,
-                               .stall_ns = STALL};
+    struct health_inputs in = running_with_leader(1);
     struct health_answer hz, rz;
     health_eval(&in, T0 - 5 * MS, &hz, &rz);
     ck_assert_str_eq(hz.word, "ok");
@@ -146,11 +153,7 @@ END_TEST
 START_TEST(test_pure)
 {
     /* Same inputs, same answers; the inputs are not touched. */
-    struct health_inputs in = {.worker_state = ALIVE,
-                               .phase = RUN,
-                               .leader_id = 2,
-                               .last_frame_ns = T0,
-                               .stall_ns = STALL};
+    struct health_inputs in = running_with_leader(2);
     struct health_inputs copy = in;
     struct health_answer a1, b1, a2, b2;
     health_eval(&in, T0 + MS, &a1, &b1);
@@ -466,14 +469,22 @@ START_TEST(test_own_pause)
 }
 END_TEST
 
+/* A new page that holds one, with an update to two begun by a writer and not finished. */
+static struct health_shm *shm_mid_update(const struct health_inputs *one,
+                                         const struct health_inputs *two)
+{
+    struct health_shm *shm = health_shm_create();
+    ck_assert_ptr_nonnull(shm);
+    health_shm_publish(shm, one);
+    begin_update(shm, two);
+    return shm;
+}
+
 START_TEST(test_shm_writer_preempted_mid_update)
 {
     /* The writer stalls 20 ms inside an update; the reader must wait it out, not mix. */
-    struct health_shm *shm = health_shm_create();
-    ck_assert_ptr_nonnull(shm);
     struct health_inputs one = derived(1), two = derived(2), out;
-    health_shm_publish(shm, &one);
-    begin_update(shm, &two);
+    struct health_shm *shm = shm_mid_update(&one, &two);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -493,11 +504,8 @@ END_TEST
 START_TEST(test_shm_writer_stuck_mid_update)
 {
     /* A writer that never finishes must not hang the reader: it returns, and soon. */
-    struct health_shm *shm = health_shm_create();
-    ck_assert_ptr_nonnull(shm);
     struct health_inputs one = derived(1), two = derived(2), out;
-    health_shm_publish(shm, &one);
-    begin_update(shm, &two);
+    struct health_shm *shm = shm_mid_update(&one, &two);
     uint64_t t0 = now_ms();
     health_shm_read(shm, &out);
     uint64_t took = now_ms() - t0;

@@ -405,6 +405,21 @@ static size_t pump(struct event_base *base, struct fake_dns *d, struct query *qs
     return n;
 }
 
+/* resolver_resolve() on behalf of waiter w, whose on_done() records a later answer. */
+static int resolve_for(struct resolver *r, const char *hostport, struct waiter *w,
+                       struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen)
+{
+    return resolver_resolve(r, hostport, ss, sl, &w->w, on_done, w, err, errlen);
+}
+
+/* Answer both queries of one lookup (qs[0] and qs[1], its A and AAAA) alike. */
+static void answer_lookup(struct fake_dns *d, const struct query qs[2], const char *ipv4,
+                          uint32_t ttl)
+{
+    fake_dns_answer(d, &qs[0], ipv4, ttl);
+    fake_dns_answer(d, &qs[1], ipv4, ttl);
+}
+
 static struct resolver *make(struct event_base *base, struct fake_dns *d)
 {
     struct resolver_options o = {.resolv_conf = d->resolv, .hosts_file = d->hosts, .seed = 7};
@@ -426,34 +441,25 @@ START_TEST(test_literals_and_hosts_send_nothing)
     socklen_t sl = 0;
     char err[400], ip[64];
 
-    ck_assert_int_eq(
-        resolver_resolve(r, "10.1.2.3:6821", &ss, &sl, &wt.w, on_done, &wt, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "10.1.2.3:6821", &wt, &ss, &sl, err, sizeof(err)), RESOLVER_OK);
     ck_assert_str_eq(ip_of(&ss, ip, sizeof(ip)), "10.1.2.3");
     ck_assert_uint_eq(ntohs(((struct sockaddr_in *)&ss)->sin_port), 6821);
     ck_assert_uint_eq(sl, sizeof(struct sockaddr_in));
-    ck_assert_int_eq(
-        resolver_resolve(r, "[::1]:6817", &ss, &sl, &wt.w, on_done, &wt, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "[::1]:6817", &wt, &ss, &sl, err, sizeof(err)), RESOLVER_OK);
     ck_assert_str_eq(ip_of(&ss, ip, sizeof(ip)), "::1");
     ck_assert_uint_eq(sl, sizeof(struct sockaddr_in6));
-    ck_assert_int_eq(
-        resolver_resolve(r, "localhost:6821", &ss, &sl, &wt.w, on_done, &wt, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "localhost:6821", &wt, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_OK);
     ck_assert_str_eq(ip_of(&ss, ip, sizeof(ip)), "127.0.0.1");
-    ck_assert_int_eq(
-        resolver_resolve(r, "PEER-IN-HOSTS:1", &ss, &sl, &wt.w, on_done, &wt, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "PEER-IN-HOSTS:1", &wt, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_OK);
     ck_assert_str_eq(ip_of(&ss, ip, sizeof(ip)), "10.9.8.7");
     /* a hosts entry stays good after a failed connection: still no packet */
     resolver_failed(r, "peer-in-hosts:1");
-    ck_assert_int_eq(
-        resolver_resolve(r, "peer-in-hosts:2", &ss, &sl, &wt.w, on_done, &wt, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "peer-in-hosts:2", &wt, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_OK);
     ck_assert_uint_eq(ntohs(((struct sockaddr_in *)&ss)->sin_port), 2);
-    ck_assert_int_eq(
-        resolver_resolve(r, "no port", &ss, &sl, &wt.w, on_done, &wt, err, sizeof(err)),
-        RESOLVER_FAILED);
+    ck_assert_int_eq(resolve_for(r, "no port", &wt, &ss, &sl, err, sizeof(err)), RESOLVER_FAILED);
 
     struct query qs[4];
     ck_assert_uint_eq(pump(base, &d, qs, 4, 100), 0);
@@ -477,12 +483,10 @@ START_TEST(test_one_lookup_per_name_and_cache)
     socklen_t sl = 0;
     char err[400], ip[64];
 
-    ck_assert_int_eq(
-        resolver_resolve(r, "slow.test:6821", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_PENDING);
-    ck_assert_int_eq(
-        resolver_resolve(r, "SLOW.test:6817", &ss, &sl, &b.w, on_done, &b, err, sizeof(err)),
-        RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "slow.test:6821", &a, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "SLOW.test:6817", &b, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
     struct query qs[8];
     size_t n = pump(base, &d, qs, 8, 150);
     /* one A and one AAAA query, not one pair per caller */
@@ -493,8 +497,7 @@ START_TEST(test_one_lookup_per_name_and_cache)
     /* the answer can take as long as it likes: nobody is called before it */
     ck_assert_uint_eq(pump(base, &d, qs + 2, 6, 200), 0);
     ck_assert_int_eq(a.calls + b.calls, 0);
-    fake_dns_answer(&d, &qs[0], "10.20.30.40", 60);
-    fake_dns_answer(&d, &qs[1], "10.20.30.40", 60);
+    answer_lookup(&d, qs, "10.20.30.40", 60);
     pump(base, &d, qs + 2, 6, 100);
     ck_assert_int_eq(a.calls, 1);
     ck_assert_int_eq(b.calls, 1);
@@ -505,9 +508,7 @@ START_TEST(test_one_lookup_per_name_and_cache)
     ck_assert_ptr_null(a.w.entry);
 
     /* cached: answered at once, no packet */
-    ck_assert_int_eq(
-        resolver_resolve(r, "slow.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "slow.test:1", &a, &ss, &sl, err, sizeof(err)), RESOLVER_OK);
     ck_assert_str_eq(ip_of(&ss, ip, sizeof(ip)), "10.20.30.40");
     ck_assert_uint_eq(pump(base, &d, qs, 8, 50), 0);
 
@@ -516,18 +517,15 @@ START_TEST(test_one_lookup_per_name_and_cache)
     struct waiter c, e;
     memset(&c, 0, sizeof(c));
     memset(&e, 0, sizeof(e));
-    ck_assert_int_eq(
-        resolver_resolve(r, "other.test:5", &ss, &sl, &c.w, on_done, &c, err, sizeof(err)),
-        RESOLVER_PENDING);
-    ck_assert_int_eq(
-        resolver_resolve(r, "other.test:6", &ss, &sl, &e.w, on_done, &e, err, sizeof(err)),
-        RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "other.test:5", &c, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "other.test:6", &e, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
     resolver_cancel(&c.w);
     resolver_cancel(&c.w); /* twice is harmless */
     n = pump(base, &d, q2, 8, 100);
     ck_assert_uint_eq(n, 2);
-    fake_dns_answer(&d, &q2[0], "10.0.0.5", 60);
-    fake_dns_answer(&d, &q2[1], "10.0.0.5", 60);
+    answer_lookup(&d, q2, "10.0.0.5", 60);
     pump(base, &d, q2, 8, 100);
     ck_assert_int_eq(c.calls, 0);
     ck_assert_int_eq(e.calls, 1);
@@ -552,12 +550,10 @@ START_TEST(test_failure_backs_off_and_connect_failure_refreshes)
     char err[400];
     struct query qs[8];
 
-    ck_assert_int_eq(
-        resolver_resolve(r, "gone.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "gone.test:1", &a, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
     ck_assert_uint_eq(pump(base, &d, qs, 8, 100), 2);
-    fake_dns_answer(&d, &qs[0], NULL, 0);
-    fake_dns_answer(&d, &qs[1], NULL, 0);
+    answer_lookup(&d, qs, NULL, 0);
     pump(base, &d, qs + 2, 6, 50);
     ck_assert_int_eq(a.calls, 1);
     ck_assert(!a.ok);
@@ -565,19 +561,16 @@ START_TEST(test_failure_backs_off_and_connect_failure_refreshes)
     ck_assert_msg(strstr(a.err, "not exist") != NULL, "%s", a.err); /* evdns's NXDOMAIN */
 
     /* in back-off: refused at once, nothing sent */
-    ck_assert_int_eq(
-        resolver_resolve(r, "gone.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_FAILED);
+    ck_assert_int_eq(resolve_for(r, "gone.test:1", &a, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_FAILED);
     ck_assert_msg(strstr(err, "gone.test") != NULL, "%s", err);
     ck_assert_uint_eq(pump(base, &d, qs, 8, 20), 0);
     /* after the back-off (at most 125 ms for the first) a new lookup goes out */
     pump(base, &d, qs, 8, (RESOLVER_BACKOFF_MIN_MS * 5 / 4) + 20);
-    ck_assert_int_eq(
-        resolver_resolve(r, "gone.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "gone.test:1", &a, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
     ck_assert_uint_eq(pump(base, &d, qs, 8, 100), 2);
-    fake_dns_answer(&d, &qs[0], "10.1.1.1", 300);
-    fake_dns_answer(&d, &qs[1], "10.1.1.1", 300);
+    answer_lookup(&d, qs, "10.1.1.1", 300);
     pump(base, &d, qs + 2, 6, 50);
     ck_assert_int_eq(a.calls, 2);
     ck_assert(a.ok);
@@ -585,17 +578,13 @@ START_TEST(test_failure_backs_off_and_connect_failure_refreshes)
 
     /* the pod restarted: once the answer is a second old, a failed connect re-resolves */
     resolver_failed(r, "gone.test:1");
-    ck_assert_int_eq(
-        resolver_resolve(r, "gone.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_OK);
+    ck_assert_int_eq(resolve_for(r, "gone.test:1", &a, &ss, &sl, err, sizeof(err)), RESOLVER_OK);
     pump(base, &d, qs, 8, RESOLVER_REFRESH_MIN_MS + 50);
     resolver_failed(r, "gone.test:1");
-    ck_assert_int_eq(
-        resolver_resolve(r, "gone.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "gone.test:1", &a, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
     ck_assert_uint_eq(pump(base, &d, qs, 8, 100), 2);
-    fake_dns_answer(&d, &qs[0], "10.1.1.2", 300);
-    fake_dns_answer(&d, &qs[1], "10.1.1.2", 300);
+    answer_lookup(&d, qs, "10.1.1.2", 300);
     pump(base, &d, qs + 2, 6, 50);
     ck_assert_int_eq(a.calls, 3);
     ck_assert_str_eq(a.ip, "10.1.1.2");
@@ -619,9 +608,8 @@ START_TEST(test_free_with_lookup_running)
     socklen_t sl = 0;
     char err[400];
     struct query qs[8];
-    ck_assert_int_eq(
-        resolver_resolve(r, "never.test:1", &ss, &sl, &a.w, on_done, &a, err, sizeof(err)),
-        RESOLVER_PENDING);
+    ck_assert_int_eq(resolve_for(r, "never.test:1", &a, &ss, &sl, err, sizeof(err)),
+                     RESOLVER_PENDING);
     ck_assert_uint_eq(pump(base, &d, qs, 8, 100), 2);
     resolver_free(r);
     ck_assert_ptr_null(a.w.entry);

@@ -166,6 +166,32 @@ START_TEST(test_decode_hand_built)
 }
 END_TEST
 
+/* s with only its first k fields (in proto/status.proto's field order) set, the rest zero. */
+static struct worker_status first_fields(const struct worker_status *s, int k)
+{
+    struct worker_status p;
+    memset(&p, 0, sizeof(p));
+    if (k >= 1)
+        p.seq = s->seq;
+    if (k >= 2)
+        p.phase = s->phase;
+    if (k >= 3)
+        p.node_id = s->node_id;
+    if (k >= 4)
+        p.role = s->role;
+    if (k >= 5)
+        p.term = s->term;
+    if (k >= 6)
+        p.leader_id = s->leader_id;
+    if (k >= 7)
+        p.commit_index = s->commit_index;
+    if (k >= 8)
+        p.applied_index = s->applied_index;
+    if (k >= 9)
+        p.pid = s->pid;
+    return p;
+}
+
 START_TEST(test_truncated_every_length)
 {
     /*
@@ -182,39 +208,10 @@ START_TEST(test_truncated_every_length)
     /* Field boundaries: the encoding of fields 1..k is a prefix of the whole encoding. */
     size_t bound[10];
     struct worker_status partial[10];
-    memset(&partial[0], 0, sizeof(partial[0]));
+    partial[0] = first_fields(&s, 0);
     bound[0] = 0;
     for (int k = 1; k <= 9; k++) {
-        partial[k] = partial[k - 1];
-        switch (k) {
-        case 1:
-            partial[k].seq = s.seq;
-            break;
-        case 2:
-            partial[k].phase = s.phase;
-            break;
-        case 3:
-            partial[k].node_id = s.node_id;
-            break;
-        case 4:
-            partial[k].role = s.role;
-            break;
-        case 5:
-            partial[k].term = s.term;
-            break;
-        case 6:
-            partial[k].leader_id = s.leader_id;
-            break;
-        case 7:
-            partial[k].commit_index = s.commit_index;
-            break;
-        case 8:
-            partial[k].applied_index = s.applied_index;
-            break;
-        case 9:
-            partial[k].pid = s.pid;
-            break;
-        }
+        partial[k] = first_fields(&s, k);
         uint8_t tmp[STATUS_MAX_FRAME];
         int m = status_encode(&partial[k], tmp, sizeof(tmp));
         ck_assert_int_gt(m, FRAME_HEADER_LEN);

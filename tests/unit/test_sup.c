@@ -17,19 +17,29 @@
 #define MS 1000000ull
 #define PAUSE (250 * MS)
 
-START_TEST(test_startup_codes_passed_through)
+/*
+ * Start-up exit codes and whether spurctld passes them through as its own (1) or restarts
+ * the worker (0). The first four are the contract's; a restart may help with the rest:
+ * internal error, OS failure (a port still in use), and anything outside the contract's
+ * four, including the rest of sysexits' 64-78.
+ */
+static const struct startup_code_case {
+    int code;
+    int final;
+} startup_codes[] = {
+    {64, 1}, {65, 1}, {73, 1}, {78, 1}, {70, 0}, {71, 0}, {0, 0}, {1, 0}, {66, 0}, {77, 0},
+};
+
+START_TEST(test_startup_code_verdict)
 {
-    ck_assert_int_eq(sup_startup_code_is_final(64), 1);
-    ck_assert_int_eq(sup_startup_code_is_final(65), 1);
-    ck_assert_int_eq(sup_startup_code_is_final(73), 1);
-    ck_assert_int_eq(sup_startup_code_is_final(78), 1);
+    const struct startup_code_case *c = &startup_codes[_i];
+    ck_assert_msg(sup_startup_code_is_final(c->code) == c->final, "exit code %d: want %d", c->code,
+                  c->final);
 }
 END_TEST
 
-START_TEST(test_startup_codes_restarted)
+START_TEST(test_startup_codes_only_four_final)
 {
-    /* A restart may help: internal error, OS failure (a port still in use), and anything
-     * outside the contract's four, including the rest of sysexits' 64-78. */
     int finals = 0;
     for (int code = -1; code <= 256; code++) {
         int f = sup_startup_code_is_final(code);
@@ -37,12 +47,6 @@ START_TEST(test_startup_codes_restarted)
         finals += f;
     }
     ck_assert_int_eq(finals, 4);
-    ck_assert_int_eq(sup_startup_code_is_final(70), 0);
-    ck_assert_int_eq(sup_startup_code_is_final(71), 0);
-    ck_assert_int_eq(sup_startup_code_is_final(0), 0);
-    ck_assert_int_eq(sup_startup_code_is_final(1), 0);
-    ck_assert_int_eq(sup_startup_code_is_final(66), 0);
-    ck_assert_int_eq(sup_startup_code_is_final(77), 0);
 }
 END_TEST
 
@@ -118,8 +122,9 @@ static Suite *sup_suite(void)
 {
     Suite *s = suite_create("sup");
     TCase *tc = tcase_create("startup");
-    tcase_add_test(tc, test_startup_codes_passed_through);
-    tcase_add_test(tc, test_startup_codes_restarted);
+    tcase_add_loop_test(tc, test_startup_code_verdict, 0,
+                        (int)(sizeof(startup_codes) / sizeof(startup_codes[0])));
+    tcase_add_test(tc, test_startup_codes_only_four_final);
     suite_add_tcase(s, tc);
     tc = tcase_create("stall_clock");
     tcase_add_test(tc, test_silence_counts_while_supervisor_runs);
