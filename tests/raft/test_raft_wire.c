@@ -285,12 +285,11 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("raft-wire");
-    TCase *tc = tcase_create("wire");
+    TCase *tc = check_case(s, "wire",
+                           (const TTest *[]){test_wire_roundtrip_every_type,
+                                             test_wire_refuses_other_cluster_version_and_bad_fields,
+                                             test_wire_handshake_roundtrip,
+                                             test_wire_fuzz_decode_and_step, NULL});
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_wire_roundtrip_every_type);
-    tcase_add_test(tc, test_wire_refuses_other_cluster_version_and_bad_fields);
-    tcase_add_test(tc, test_wire_handshake_roundtrip);
-    tcase_add_test(tc, test_wire_fuzz_decode_and_step);
-    suite_add_tcase(s, tc);
     return check_run(s);
 }

@@ -321,15 +321,12 @@ END_TEST
 static Suite *api_suite(void)
 {
     Suite *s = suite_create("api");
-    TCase *tc = tcase_create("loopback");
+    TCase *tc = check_case(s, "loopback",
+                           (const TTest *[]){test_request_gets_reply, test_malformed_protobuf,
+                                             test_oversized_frame_refused, test_refused_envelope,
+                                             test_script_rule_before_dispatch,
+                                             test_client_gone_abandons_call, NULL});
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_request_gets_reply);
-    tcase_add_test(tc, test_malformed_protobuf);
-    tcase_add_test(tc, test_oversized_frame_refused);
-    tcase_add_test(tc, test_refused_envelope);
-    tcase_add_test(tc, test_script_rule_before_dispatch);
-    tcase_add_test(tc, test_client_gone_abandons_call);
-    suite_add_tcase(s, tc);
     return s;
 }
 

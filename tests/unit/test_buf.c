@@ -152,13 +152,9 @@ END_TEST
 static Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
-    TCase *tc = tcase_create("buf");
-    tcase_add_test(tc, test_append_and_grow);
-    tcase_add_test(tc, test_printf_long);
-    tcase_add_test(tc, test_take);
-    tcase_add_test(tc, test_oom_is_sticky);
-    tcase_add_test(tc, test_commit_in_place);
-    suite_add_tcase(s, tc);
+    check_case(s, "buf",
+               (const TTest *[]){test_append_and_grow, test_printf_long, test_take,
+                                 test_oom_is_sticky, test_commit_in_place, NULL});
     return s;
 }
 

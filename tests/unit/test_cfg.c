@@ -1497,57 +1497,39 @@ END_TEST
 static Suite *cfg_suite(void)
 {
     Suite *s = suite_create("cfg");
-    TCase *tc = tcase_create("refusals");
+    TCase *tc = check_case(s, "refusals",
+                           (const TTest *[]){test_message_form_long_key, test_list_length_bounds,
+                                             test_state_dir_length, NULL});
     tcase_add_loop_test(tc, test_refusals, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_loop_test(tc, test_range_boundaries, 0,
                         (int)(sizeof(range_cases) / sizeof(range_cases[0])));
-    tcase_add_test(tc, test_message_form_long_key);
-    tcase_add_test(tc, test_list_length_bounds);
-    tcase_add_test(tc, test_state_dir_length);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("loading");
-    tcase_add_test(tc, test_accepted_values);
-    tcase_add_test(tc, test_partitions);
-    tcase_add_test(tc, test_full_file);
-    tcase_add_test(tc, test_empty_is_defaults);
-    tcase_add_test(tc, test_partial_keeps_other_defaults);
-    tcase_add_test(tc, test_too_large_buffer);
-    tcase_add_test(tc, test_file_errors);
-    tcase_add_test(tc, test_spur_config_env);
-    tcase_add_test(tc, test_missing_default_file);
-    suite_add_tcase(s, tc);
+    check_case(s, "loading",
+               (const TTest *[]){test_accepted_values, test_partitions, test_full_file,
+                                 test_empty_is_defaults, test_partial_keeps_other_defaults,
+                                 test_too_large_buffer, test_file_errors, test_spur_config_env,
+                                 test_missing_default_file, NULL});
 
-    tc = tcase_create("print");
-    tcase_add_test(tc, test_print_round_trip_hard_strings);
-    tcase_add_test(tc, test_print_format);
-    suite_add_tcase(s, tc);
+    check_case(s, "print",
+               (const TTest *[]){test_print_round_trip_hard_strings, test_print_format, NULL});
 
-    tc = tcase_create("helpers");
-    tcase_add_test(tc, test_node_id);
-    tcase_add_test(tc, test_key_names_match_printer);
-    tcase_add_test(tc, test_key_names_known_to_loader);
-    suite_add_tcase(s, tc);
+    check_case(s, "helpers",
+               (const TTest *[]){test_node_id, test_key_names_match_printer,
+                                 test_key_names_known_to_loader, NULL});
 
-    tc = tcase_create("every error");
-    tcase_add_test(tc, test_every_error_reported);
-    tcase_add_test(tc, test_refused_key_is_not_reported_twice);
-    tcase_add_test(tc, test_error_count_is_capped);
-    suite_add_tcase(s, tc);
+    check_case(s, "every error",
+               (const TTest *[]){test_every_error_reported, test_refused_key_is_not_reported_twice,
+                                 test_error_count_is_capped, NULL});
 
-    tc = tcase_create("rules");
+    tc = check_case(
+        s, "rules",
+        (const TTest *[]){test_load_host_agrees_with_validate, test_validate_own_config, NULL});
     tcase_add_loop_test(tc, test_rule, 0, (int)(sizeof(rule_cases) / sizeof(rule_cases[0])));
     tcase_add_loop_test(tc, test_rule_accepts, 0, (int)(sizeof(ok_cases) / sizeof(ok_cases[0])));
-    tcase_add_test(tc, test_load_host_agrees_with_validate);
-    tcase_add_test(tc, test_validate_own_config);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("bounds");
-    tcase_add_test(tc, test_depth_cap);
-    tcase_add_test(tc, test_node_cap);
-    tcase_add_test(tc, test_hostile_files_are_fast);
-    tcase_add_test(tc, test_aliases);
-    suite_add_tcase(s, tc);
+    check_case(s, "bounds",
+               (const TTest *[]){test_depth_cap, test_node_cap, test_hostile_files_are_fast,
+                                 test_aliases, NULL});
     return s;
 }
 

@@ -114,10 +114,9 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("controller");
-    TCase *tc = tcase_create("core");
+    TCase *tc =
+        check_case(s, "core", (const TTest *[]){test_fsm_conf_follows_the_configuration, NULL});
     tcase_add_loop_test(tc, test_boot_decision, 0,
                         (int)(sizeof(boot_cases) / sizeof(boot_cases[0])));
-    tcase_add_test(tc, test_fsm_conf_follows_the_configuration);
-    suite_add_tcase(s, tc);
     return check_run(s);
 }

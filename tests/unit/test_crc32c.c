@@ -74,11 +74,8 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("crc32c");
-    TCase *tc = tcase_create("crc32c");
-    tcase_add_test(tc, test_known_values);
-    tcase_add_test(tc, test_chaining);
-    tcase_add_test(tc, test_hw_matches_sw);
-    tcase_add_test(tc, test_seed_changes_result);
-    suite_add_tcase(s, tc);
+    check_case(s, "crc32c",
+               (const TTest *[]){test_known_values, test_chaining, test_hw_matches_sw,
+                                 test_seed_changes_result, NULL});
     return check_run(s);
 }

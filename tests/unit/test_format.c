@@ -1166,39 +1166,21 @@ END_TEST
 static Suite *format_suite(void)
 {
     Suite *s = suite_create("format");
-    TCase *v = tcase_create("values");
-    tcase_add_test(v, test_job_states);
-    tcase_add_test(v, test_node_states);
-    tcase_add_test(v, test_durations);
-    tcase_add_test(v, test_timestamps_and_memory);
-    tcase_add_test(v, test_expand_path);
-    tcase_add_test(v, test_hostlist_compress);
-    tcase_add_test(v, test_hostlist_expand);
-    tcase_add_test(v, test_hostlist_round_trip);
-    tcase_add_test(v, test_job_ids);
-    tcase_add_test(v, test_spec_parse);
-    suite_add_tcase(s, v);
+    check_case(s, "values",
+               (const TTest *[]){test_job_states, test_node_states, test_durations,
+                                 test_timestamps_and_memory, test_expand_path,
+                                 test_hostlist_compress, test_hostlist_expand,
+                                 test_hostlist_round_trip, test_job_ids, test_spec_parse, NULL});
 
-    TCase *t = tcase_create("tables");
-    tcase_add_test(t, test_squeue_default);
-    tcase_add_test(t, test_squeue_all_fields);
-    tcase_add_test(t, test_squeue_widths);
-    tcase_add_test(t, test_squeue_reasons_and_times);
-    tcase_add_test(t, test_filters_and_order);
-    tcase_add_test(t, test_sinfo_default);
-    tcase_add_test(t, test_sinfo_node_view);
-    tcase_add_test(t, test_sinfo_reasons_and_counts);
-    tcase_add_test(t, test_sinfo_many_nodes);
-    suite_add_tcase(s, t);
+    check_case(s, "tables",
+               (const TTest *[]){test_squeue_default, test_squeue_all_fields, test_squeue_widths,
+                                 test_squeue_reasons_and_times, test_filters_and_order,
+                                 test_sinfo_default, test_sinfo_node_view,
+                                 test_sinfo_reasons_and_counts, test_sinfo_many_nodes, NULL});
 
-    TCase *r = tcase_create("records");
-    tcase_add_test(r, test_show_job);
-    tcase_add_test(r, test_show_node_and_partition);
-    tcase_add_test(r, test_json_objects);
-    tcase_add_test(r, test_json_arrays);
-    tcase_add_test(r, test_node_update);
-    tcase_add_test(r, test_node_create);
-    suite_add_tcase(s, r);
+    check_case(s, "records",
+               (const TTest *[]){test_show_job, test_show_node_and_partition, test_json_objects,
+                                 test_json_arrays, test_node_update, test_node_create, NULL});
     return s;
 }
 

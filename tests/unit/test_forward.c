@@ -317,15 +317,11 @@ END_TEST
 static Suite *forward_suite(void)
 {
     Suite *s = suite_create("forward");
-    TCase *tc = tcase_create("loopback");
+    TCase *tc = check_case(s, "loopback",
+                           (const TTest *[]){test_answer_comes_back, test_server_closes,
+                                             test_connection_refused, test_timeout,
+                                             test_oversized_answer, test_free_fails_pending, NULL});
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_answer_comes_back);
-    tcase_add_test(tc, test_server_closes);
-    tcase_add_test(tc, test_connection_refused);
-    tcase_add_test(tc, test_timeout);
-    tcase_add_test(tc, test_oversized_answer);
-    tcase_add_test(tc, test_free_fails_pending);
-    suite_add_tcase(s, tc);
     return s;
 }
 

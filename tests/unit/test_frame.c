@@ -632,36 +632,23 @@ END_TEST
 static Suite *frame_suite(void)
 {
     Suite *s = suite_create("frame");
-    TCase *tc = tcase_create("parse");
-    tcase_add_test(tc, test_header_codec);
-    tcase_add_test(tc, test_parse_every_boundary);
-    tcase_add_test(tc, test_parse_back_to_back);
-    tcase_add_test(tc, test_parse_max_size);
-    suite_add_tcase(s, tc);
+    check_case(s, "parse",
+               (const TTest *[]){test_header_codec, test_parse_every_boundary,
+                                 test_parse_back_to_back, test_parse_max_size, NULL});
 
-    tc = tcase_create("reader");
-    tcase_add_test(tc, test_reader_fresh);
-    tcase_add_test(tc, test_reader_byte_by_byte);
-    tcase_add_test(tc, test_reader_random_chunks);
-    tcase_add_test(tc, test_reader_whole_stream_at_once);
-    tcase_add_test(tc, test_reader_space_commit);
-    tcase_add_test(tc, test_reader_space_covers_started_frame);
-    tcase_add_test(tc, test_reader_compacts);
-    tcase_add_test(tc, test_reader_max_size);
-    tcase_add_test(tc, test_reader_refuses_before_allocation);
-    tcase_add_test(tc, test_reader_refusal_after_good_frames);
-    suite_add_tcase(s, tc);
+    check_case(s, "reader",
+               (const TTest *[]){test_reader_fresh, test_reader_byte_by_byte,
+                                 test_reader_random_chunks, test_reader_whole_stream_at_once,
+                                 test_reader_space_commit, test_reader_space_covers_started_frame,
+                                 test_reader_compacts, test_reader_max_size,
+                                 test_reader_refuses_before_allocation,
+                                 test_reader_refusal_after_good_frames, NULL});
 
-    tc = tcase_create("evbuffer");
-    tcase_add_test(tc, test_ev_split_header);
-    tcase_add_test(tc, test_ev_exact_limit);
-    tcase_add_test(tc, test_ev_refused_before_payload);
-    tcase_add_test(tc, test_ev_several_frames);
-    tcase_add_test(tc, test_ev_zero_length);
-    tcase_add_test(tc, test_ev_add_matches_parse);
-    tcase_add_test(tc, test_ev_add_large_message);
-    tcase_add_test(tc, test_ev_add_appends);
-    suite_add_tcase(s, tc);
+    check_case(s, "evbuffer",
+               (const TTest *[]){test_ev_split_header, test_ev_exact_limit,
+                                 test_ev_refused_before_payload, test_ev_several_frames,
+                                 test_ev_zero_length, test_ev_add_matches_parse,
+                                 test_ev_add_large_message, test_ev_add_appends, NULL});
     return s;
 }
 

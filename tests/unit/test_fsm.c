@@ -2140,44 +2140,25 @@ END_TEST
 static Suite *fsm_suite(void)
 {
     Suite *s = suite_create("fsm");
-    TCase *tc = tcase_create("jobs");
-    tcase_add_test(tc, test_submit_valid);
-    tcase_add_test(tc, test_submit_invalid);
-    tcase_add_test(tc, test_no_default_partition);
-    tcase_add_test(tc, test_cancel);
-    tcase_add_test(tc, test_hold_release);
-    tcase_add_test(tc, test_cancel_jobs_filters);
-    tcase_add_test(tc, test_log_clock);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("nodes");
-    tcase_add_test(tc, test_node_updates);
-    tcase_add_test(tc, test_register_node);
-    tcase_add_test(tc, test_running_jobs);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("config");
-    tcase_add_test(tc, test_partitions);
-    tcase_add_test(tc, test_config_sync);
-    tcase_add_test(tc, test_retention);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("sessions");
-    tcase_add_test(tc, test_session_dedup);
-    tcase_add_test(tc, test_session_expiry);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("internals");
-    tcase_add_test(tc, test_map_churn);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("robustness");
+    check_case(s, "jobs",
+               (const TTest *[]){test_submit_valid, test_submit_invalid, test_no_default_partition,
+                                 test_cancel, test_hold_release, test_cancel_jobs_filters,
+                                 test_log_clock, NULL});
+    check_case(s, "nodes",
+               (const TTest *[]){test_node_updates, test_register_node, test_running_jobs, NULL});
+    check_case(s, "config",
+               (const TTest *[]){test_partitions, test_config_sync, test_retention, NULL});
+    check_case(s, "sessions", (const TTest *[]){test_session_dedup, test_session_expiry, NULL});
+    check_case(s, "internals", (const TTest *[]){test_map_churn, NULL});
+    TCase *tc =
+        check_case(s, "robustness",
+                   (const TTest *[]){test_garbage_entries, test_restore_failure_keeps_state, NULL});
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_garbage_entries);
-    tcase_add_test(tc, test_restore_failure_keeps_state);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("snapshot");
+    tc = check_case(s, "snapshot",
+                    (const TTest *[]){test_snapshot_roundtrip, test_replies_deterministic,
+                                      test_requests_and_reads, NULL});
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_snapshot_roundtrip);
     tcase_add_loop_test(tc, test_deterministic_replay, 0, 3);
-    tcase_add_test(tc, test_replies_deterministic);
-    tcase_add_test(tc, test_requests_and_reads);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -520,22 +520,17 @@ END_TEST
 static Suite *health_suite(void)
 {
     Suite *s = suite_create("health");
-    TCase *tc = tcase_create("eval");
+    TCase *tc = check_case(
+        s, "eval",
+        (const TTest *[]){test_clock_behind_last_frame, test_pure, test_all_combinations, NULL});
     tcase_add_loop_test(tc, test_table, 0, (int)(sizeof(rows) / sizeof(rows[0])));
-    tcase_add_test(tc, test_clock_behind_last_frame);
-    tcase_add_test(tc, test_pure);
-    tcase_add_test(tc, test_all_combinations);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("shm");
+    tc = check_case(s, "shm",
+                    (const TTest *[]){test_shm_round_trip, test_shm_shared_with_child,
+                                      test_shm_reader_races_writer,
+                                      test_shm_writer_preempted_mid_update,
+                                      test_shm_writer_stuck_mid_update, test_own_pause, NULL});
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_shm_round_trip);
-    tcase_add_test(tc, test_shm_shared_with_child);
-    tcase_add_test(tc, test_shm_reader_races_writer);
-    tcase_add_test(tc, test_shm_writer_preempted_mid_update);
-    tcase_add_test(tc, test_shm_writer_stuck_mid_update);
-    tcase_add_test(tc, test_own_pause);
-    suite_add_tcase(s, tc);
     return s;
 }
 

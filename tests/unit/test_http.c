@@ -815,41 +815,25 @@ END_TEST
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
-    TCase *tc = tcase_create("parse");
-    tcase_add_test(tc, test_methods);
-    tcase_add_test(tc, test_query_and_fragment);
-    tcase_add_test(tc, test_keep_alive_defaults);
-    tcase_add_test(tc, test_line_endings);
-    tcase_add_test(tc, test_incomplete_every_prefix);
-    tcase_add_test(tc, test_too_large);
+    TCase *tc = check_case(
+        s, "parse",
+        (const TTest *[]){test_methods, test_query_and_fragment, test_keep_alive_defaults,
+                          test_line_endings, test_incomplete_every_prefix, test_too_large,
+                          test_malformed_versions_refused, test_nul_bytes, test_body_announced,
+                          test_pipelined, test_long_path, test_routes, NULL});
     tcase_add_loop_test(tc, test_bad_requests, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
-    tcase_add_test(tc, test_malformed_versions_refused);
-    tcase_add_test(tc, test_nul_bytes);
-    tcase_add_test(tc, test_body_announced);
-    tcase_add_test(tc, test_pipelined);
-    tcase_add_test(tc, test_long_path);
-    tcase_add_test(tc, test_routes);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("format");
-    tcase_add_test(tc, test_response_200);
-    tcase_add_test(tc, test_response_head);
-    tcase_add_test(tc, test_response_405);
-    tcase_add_test(tc, test_response_reasons);
-    tcase_add_test(tc, test_response_small_buffer);
-    tcase_add_test(tc, test_format_head);
-    tcase_add_test(tc, test_response_is_head_and_body);
-    suite_add_tcase(s, tc);
+    check_case(s, "format",
+               (const TTest *[]){test_response_200, test_response_head, test_response_405,
+                                 test_response_reasons, test_response_small_buffer,
+                                 test_format_head, test_response_is_head_and_body, NULL});
 
-    tc = tcase_create("serve");
-    tcase_add_test(tc, test_serve_pipelined_in_one_buffer);
-    tcase_add_test(tc, test_serve_small_output_resumes);
-    tcase_add_test(tc, test_serve_every_split);
-    tcase_add_test(tc, test_serve_partial_tail);
-    tcase_add_test(tc, test_serve_stops_at_close_and_errors);
-    tcase_add_test(tc, test_serve_full_buffer_without_end_is_too_large);
-    tcase_add_test(tc, test_every_response_fits_the_bound);
-    suite_add_tcase(s, tc);
+    check_case(s, "serve",
+               (const TTest *[]){test_serve_pipelined_in_one_buffer,
+                                 test_serve_small_output_resumes, test_serve_every_split,
+                                 test_serve_partial_tail, test_serve_stops_at_close_and_errors,
+                                 test_serve_full_buffer_without_end_is_too_large,
+                                 test_every_response_fits_the_bound, NULL});
     return s;
 }
 

@@ -101,11 +101,9 @@ END_TEST
 static Suite *jobscript_suite(void)
 {
     Suite *s = suite_create("jobscript");
-    TCase *tc = tcase_create("rule");
+    TCase *tc =
+        check_case(s, "rule", (const TTest *[]){test_accepted, test_null_and_small_buffers, NULL});
     tcase_add_loop_test(tc, test_refused, 0, (int)(sizeof(refusals) / sizeof(refusals[0])));
-    tcase_add_test(tc, test_accepted);
-    tcase_add_test(tc, test_null_and_small_buffers);
-    suite_add_tcase(s, tc);
     return s;
 }
 

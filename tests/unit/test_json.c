@@ -288,18 +288,13 @@ END_TEST
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
-    TCase *tc = tcase_create("writer");
-    tcase_add_test(tc, test_object_and_array_commas);
-    tcase_add_test(tc, test_empty_containers);
-    tcase_add_test(tc, test_escapes);
-    tcase_add_test(tc, test_every_control_character);
-    tcase_add_test(tc, test_valid_utf8);
+    TCase *tc =
+        check_case(s, "writer",
+                   (const TTest *[]){test_object_and_array_commas, test_empty_containers,
+                                     test_escapes, test_every_control_character, test_valid_utf8,
+                                     test_numbers_and_null, test_keys_are_escaped,
+                                     test_nesting_at_the_limit, test_nesting_past_the_limit, NULL});
     tcase_add_loop_test(tc, test_invalid_utf8, 0, (int)(sizeof(bad_utf8) / sizeof(bad_utf8[0])));
-    tcase_add_test(tc, test_numbers_and_null);
-    tcase_add_test(tc, test_keys_are_escaped);
-    tcase_add_test(tc, test_nesting_at_the_limit);
-    tcase_add_test(tc, test_nesting_past_the_limit);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -379,25 +379,17 @@ END_TEST
 static Suite *log_suite(void)
 {
     Suite *s = suite_create("log");
-    TCase *tc = tcase_create("quote");
+    TCase *tc = check_case(
+        s, "quote", (const TTest *[]){test_quote_null, test_quote_truncation, test_levels, NULL});
     tcase_add_loop_test(tc, test_quote_cases, 0,
                         (int)(sizeof(quote_cases) / sizeof(quote_cases[0])));
-    tcase_add_test(tc, test_quote_null);
-    tcase_add_test(tc, test_quote_truncation);
-    tcase_add_test(tc, test_levels);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("lines");
-    tcase_add_test(tc, test_line_format);
-    tcase_add_test(tc, test_line_prog_and_no_pairs);
-    tcase_add_test(tc, test_timestamp_is_now);
-    tcase_add_test(tc, test_level_filtering);
-    tcase_add_test(tc, test_long_line);
-    tcase_add_test(tc, test_q_ring_and_forgery);
-    tcase_add_test(tc, test_unquoted_control_chars_cannot_break_lines);
-    tcase_add_test(tc, test_node_tag);
-    tcase_add_test(tc, test_errno_preserved);
-    suite_add_tcase(s, tc);
+    check_case(s, "lines",
+               (const TTest *[]){test_line_format, test_line_prog_and_no_pairs,
+                                 test_timestamp_is_now, test_level_filtering, test_long_line,
+                                 test_q_ring_and_forgery,
+                                 test_unquoted_control_chars_cannot_break_lines, test_node_tag,
+                                 test_errno_preserved, NULL});
     return s;
 }
 

@@ -195,18 +195,13 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("meta");
-    TCase *tc = tcase_create("codec");
-    tcase_add_test(tc, test_codec_roundtrip);
-    tcase_add_test(tc, test_codec_every_flip_refused);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("file");
+    check_case(s, "codec",
+               (const TTest *[]){test_codec_roundtrip, test_codec_every_flip_refused, NULL});
+    TCase *tc = check_case(s, "file",
+                           (const TTest *[]){test_missing_is_empty, test_store_load_replace,
+                                             test_interrupted_update, test_checksum_failure_refused,
+                                             test_short_and_long_file_refused,
+                                             test_store_error_reported, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_missing_is_empty);
-    tcase_add_test(tc, test_store_load_replace);
-    tcase_add_test(tc, test_interrupted_update);
-    tcase_add_test(tc, test_checksum_failure_refused);
-    tcase_add_test(tc, test_short_and_long_file_refused);
-    tcase_add_test(tc, test_store_error_reported);
-    suite_add_tcase(s, tc);
     return scratch_run(s, base, sizeof(base), "meta");
 }

@@ -153,13 +153,9 @@ END_TEST
 static Suite *names_suite(void)
 {
     Suite *s = suite_create("names");
-    TCase *tc = tcase_create("tables");
-    tcase_add_test(tc, test_job_states);
-    tcase_add_test(tc, test_job_state_fallbacks);
-    tcase_add_test(tc, test_node_states);
-    tcase_add_test(tc, test_node_state_fallbacks);
-    tcase_add_test(tc, test_roles);
-    suite_add_tcase(s, tc);
+    check_case(s, "tables",
+               (const TTest *[]){test_job_states, test_job_state_fallbacks, test_node_states,
+                                 test_node_state_fallbacks, test_roles, NULL});
     return s;
 }
 

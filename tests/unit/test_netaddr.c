@@ -325,24 +325,16 @@ END_TEST
 static Suite *netaddr_suite(void)
 {
     Suite *s = suite_create("netaddr");
-    TCase *tc = tcase_create("grammar");
+    TCase *tc = check_case(s, "grammar",
+                           (const TTest *[]){test_split_hostport_small_buffer,
+                                             test_split_refused_leaves_port, test_port_ok,
+                                             test_bind_address, NULL});
     tcase_add_loop_test(tc, test_split_hostport, 0, (int)(sizeof(hp_cases) / sizeof(hp_cases[0])));
-    tcase_add_test(tc, test_split_hostport_small_buffer);
-    tcase_add_test(tc, test_split_refused_leaves_port);
-    tcase_add_test(tc, test_port_ok);
-    tcase_add_test(tc, test_bind_address);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("messages");
-    tcase_add_test(tc, test_check_hostport_messages);
-    tcase_add_test(tc, test_check_bind_messages);
-    suite_add_tcase(s, tc);
+    check_case(s, "messages",
+               (const TTest *[]){test_check_hostport_messages, test_check_bind_messages, NULL});
 
-    tc = tcase_create("sockets");
-    tcase_add_test(tc, test_listen);
-    tcase_add_test(tc, test_bind);
-    tcase_add_test(tc, test_format);
-    suite_add_tcase(s, tc);
+    check_case(s, "sockets", (const TTest *[]){test_listen, test_bind, test_format, NULL});
 
     tc = tcase_create("compare");
     tcase_add_loop_test(tc, test_compare, 0, (int)(sizeof(cmp_cases) / sizeof(cmp_cases[0])));

@@ -266,14 +266,11 @@ END_TEST
 static Suite *notify_suite(void)
 {
     Suite *s = suite_create("notify");
-    TCase *tc = tcase_create("notify");
+    TCase *tc = check_case(s, "notify",
+                           (const TTest *[]){test_disabled, test_send_failure_warns_once,
+                                             test_watchdog, test_child_cannot_inherit, NULL});
     tcase_add_loop_test(tc, test_send_each_socket_kind, 0,
                         (int)(sizeof(listen_kinds) / sizeof(listen_kinds[0])));
-    tcase_add_test(tc, test_disabled);
-    tcase_add_test(tc, test_send_failure_warns_once);
-    tcase_add_test(tc, test_watchdog);
-    tcase_add_test(tc, test_child_cannot_inherit);
-    suite_add_tcase(s, tc);
     return s;
 }
 

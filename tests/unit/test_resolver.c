@@ -623,25 +623,19 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("resolver");
-    TCase *tc = tcase_create("pure");
-    tcase_add_test(tc, test_ttl_clamp);
-    tcase_add_test(tc, test_backoff_delay_range);
-    tcase_add_test(tc, test_policy_empty_looks_up_then_joins);
-    tcase_add_test(tc, test_policy_dns_answer_expires_with_ttl);
-    tcase_add_test(tc, test_policy_stable_never_expires);
-    tcase_add_test(tc, test_policy_failure_backs_off);
-    tcase_add_test(tc, test_policy_failed_refresh_keeps_stale_answer);
-    tcase_add_test(tc, test_policy_connect_failure_refreshes_rate_limited);
-    tcase_add_test(tc, test_hosts_match);
-    tcase_add_test(tc, test_hosts_long_line);
-    suite_add_tcase(s, tc);
-    TCase *io = tcase_create("loop");
+    check_case(s, "pure",
+               (const TTest *[]){
+                   test_ttl_clamp, test_backoff_delay_range, test_policy_empty_looks_up_then_joins,
+                   test_policy_dns_answer_expires_with_ttl, test_policy_stable_never_expires,
+                   test_policy_failure_backs_off, test_policy_failed_refresh_keeps_stale_answer,
+                   test_policy_connect_failure_refreshes_rate_limited, test_hosts_match,
+                   test_hosts_long_line, NULL});
+    TCase *io = check_case(s, "loop",
+                           (const TTest *[]){test_literals_and_hosts_send_nothing,
+                                             test_one_lookup_per_name_and_cache,
+                                             test_failure_backs_off_and_connect_failure_refreshes,
+                                             test_free_with_lookup_running, NULL});
     tcase_set_timeout(io, 30);
-    tcase_add_test(io, test_literals_and_hosts_send_nothing);
-    tcase_add_test(io, test_one_lookup_per_name_and_cache);
-    tcase_add_test(io, test_failure_backs_off_and_connect_failure_refreshes);
-    tcase_add_test(io, test_free_with_lookup_running);
-    suite_add_tcase(s, io);
     return s;
 }
 

@@ -851,42 +851,26 @@ END_TEST
 static Suite *sbatch_suite(void)
 {
     Suite *s = suite_create("sbatch");
-    TCase *values = tcase_create("values");
+    TCase *values = check_case(s, "values", (const TTest *[]){test_mem, NULL});
     tcase_add_loop_test(values, test_time_good, 0,
                         (int)(sizeof(good_times) / sizeof(good_times[0])));
     tcase_add_loop_test(values, test_time_bad, 0, (int)(sizeof(bad_times) / sizeof(bad_times[0])));
-    tcase_add_test(values, test_mem);
-    suite_add_tcase(s, values);
 
-    TCase *cmdline = tcase_create("command line");
-    tcase_add_test(cmdline, test_option_forms);
-    tcase_add_test(cmdline, test_every_option);
-    tcase_add_test(cmdline, test_bundled_flags);
-    tcase_add_test(cmdline, test_bad_options);
-    tcase_add_test(cmdline, test_bad_counts);
-    tcase_add_test(cmdline, test_stops_at_script);
-    tcase_add_test(cmdline, test_help_version);
-    suite_add_tcase(s, cmdline);
+    check_case(s, "command line",
+               (const TTest *[]){test_option_forms, test_every_option, test_bundled_flags,
+                                 test_bad_options, test_bad_counts, test_stops_at_script,
+                                 test_help_version, NULL});
 
-    TCase *dir = tcase_create("directives");
-    tcase_add_test(dir, test_directives_basic);
-    tcase_add_test(dir, test_directives_stop_at_first_command);
-    tcase_add_test(dir, test_directives_that_are_comments);
-    tcase_add_test(dir, test_directives_quotes);
-    tcase_add_test(dir, test_directives_trailing_comment);
-    tcase_add_test(dir, test_directives_errors);
-    tcase_add_test(dir, test_directives_last_wins);
-    suite_add_tcase(s, dir);
+    check_case(s, "directives",
+               (const TTest *[]){test_directives_basic, test_directives_stop_at_first_command,
+                                 test_directives_that_are_comments, test_directives_quotes,
+                                 test_directives_trailing_comment, test_directives_errors,
+                                 test_directives_last_wins, NULL});
 
-    TCase *job = tcase_create("job");
-    tcase_add_test(job, test_cli_overrides_directives);
-    tcase_add_test(job, test_defaults);
-    tcase_add_test(job, test_job_to_spec);
-    tcase_add_test(job, test_script_checks);
-    tcase_add_test(job, test_oversized_script);
-    tcase_add_test(job, test_wrap);
-    tcase_add_test(job, test_export);
-    suite_add_tcase(s, job);
+    check_case(s, "job",
+               (const TTest *[]){test_cli_overrides_directives, test_defaults, test_job_to_spec,
+                                 test_script_checks, test_oversized_script, test_wrap, test_export,
+                                 NULL});
     return s;
 }
 

@@ -712,31 +712,21 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("snapfile");
-    TCase *tc = tcase_create("codec");
-    tcase_add_test(tc, test_names);
-    tcase_add_test(tc, test_header_codec);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("files");
+    check_case(s, "codec", (const TTest *[]){test_names, test_header_codec, NULL});
+    TCase *tc = check_case(s, "files",
+                           (const TTest *[]){test_write_verify_read, test_empty_snapshot,
+                                             test_abort_leaves_nothing, test_corruption_detected,
+                                             test_list_retain_tmp, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_write_verify_read);
-    tcase_add_test(tc, test_empty_snapshot);
-    tcase_add_test(tc, test_abort_leaves_nothing);
-    tcase_add_test(tc, test_corruption_detected);
-    tcase_add_test(tc, test_list_retain_tmp);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("storage");
+    tc = check_case(s, "storage",
+                    (const TTest *[]){test_storage_keeps_last_two, test_storage_removes_tmp_at_open,
+                                      test_storage_falls_back_when_log_covers,
+                                      test_storage_refuses_damaged_only_snapshot,
+                                      test_storage_refuses_when_log_does_not_cover,
+                                      test_storage_refuses_after_torn_tail_with_exact_message,
+                                      test_storage_falls_back_with_both_batches, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_storage_keeps_last_two);
-    tcase_add_test(tc, test_storage_removes_tmp_at_open);
-    tcase_add_test(tc, test_storage_falls_back_when_log_covers);
-    tcase_add_test(tc, test_storage_refuses_damaged_only_snapshot);
-    tcase_add_test(tc, test_storage_refuses_when_log_does_not_cover);
-    tcase_add_test(tc, test_storage_refuses_after_torn_tail_with_exact_message);
-    tcase_add_test(tc, test_storage_falls_back_with_both_batches);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("fallback rule");
-    tcase_add_test(tc, test_fallback_rule_ranges);
-    tcase_add_test(tc, test_fallback_rule_terms);
-    suite_add_tcase(s, tc);
+    check_case(s, "fallback rule",
+               (const TTest *[]){test_fallback_rule_ranges, test_fallback_rule_terms, NULL});
     return scratch_run(s, base, sizeof(base), "snap");
 }

@@ -268,17 +268,13 @@ END_TEST
 static Suite *statedir_suite(void)
 {
     Suite *s = suite_create("statedir");
-    TCase *tc = tcase_create("lock");
+    TCase *tc = check_case(
+        s, "lock",
+        (const TTest *[]){test_creates_with_parents_and_modes, test_second_holder_refused,
+                          test_lock_dies_with_its_holder, test_locked_without_pid,
+                          test_not_a_directory, test_path_too_long, test_permission_denied, NULL});
 
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_creates_with_parents_and_modes);
-    tcase_add_test(tc, test_second_holder_refused);
-    tcase_add_test(tc, test_lock_dies_with_its_holder);
-    tcase_add_test(tc, test_locked_without_pid);
-    tcase_add_test(tc, test_not_a_directory);
-    tcase_add_test(tc, test_path_too_long);
-    tcase_add_test(tc, test_permission_denied);
-    suite_add_tcase(s, tc);
     return s;
 }
 

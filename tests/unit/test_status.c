@@ -420,19 +420,13 @@ END_TEST
 static Suite *status_suite(void)
 {
     Suite *s = suite_create("status");
-    TCase *tc = tcase_create("codec");
-    tcase_add_test(tc, test_round_trip);
-    tcase_add_test(tc, test_round_trip_zero);
-    tcase_add_test(tc, test_decode_hand_built);
-    tcase_add_test(tc, test_truncated_every_length);
-    tcase_add_test(tc, test_oversized);
+    TCase *tc = check_case(s, "codec",
+                           (const TTest *[]){test_round_trip, test_round_trip_zero,
+                                             test_decode_hand_built, test_truncated_every_length,
+                                             test_oversized, test_random_bytes_do_not_crash,
+                                             test_enum_range, test_refused_decode_leaves_struct,
+                                             test_encode_small_buffer, test_names, NULL});
     tcase_add_loop_test(tc, test_garbage, 0, (int)(sizeof(garbage) / sizeof(garbage[0])));
-    tcase_add_test(tc, test_random_bytes_do_not_crash);
-    tcase_add_test(tc, test_enum_range);
-    tcase_add_test(tc, test_refused_decode_leaves_struct);
-    tcase_add_test(tc, test_encode_small_buffer);
-    tcase_add_test(tc, test_names);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -239,15 +239,12 @@ END_TEST
 static Suite *statusw_suite(void)
 {
     Suite *s = suite_create("statusw");
-    TCase *tc = tcase_create("pipe");
+    check_case(s, "pipe",
+               (const TTest *[]){test_unsupervised, test_attach_refuses_a_closed_fd,
+                                 test_frames_decode, test_changed,
+                                 test_full_pipe_drops_whole_frames, test_closed_read_end_is_broken,
+                                 NULL});
 
-    tcase_add_test(tc, test_unsupervised);
-    tcase_add_test(tc, test_attach_refuses_a_closed_fd);
-    tcase_add_test(tc, test_frames_decode);
-    tcase_add_test(tc, test_changed);
-    tcase_add_test(tc, test_full_pipe_drops_whole_frames);
-    tcase_add_test(tc, test_closed_read_end_is_broken);
-    suite_add_tcase(s, tc);
     return s;
 }
 

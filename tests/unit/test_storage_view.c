@@ -311,16 +311,12 @@ END_TEST
 static Suite *storage_view_suite(void)
 {
     Suite *s = suite_create("storage_view");
-    TCase *tc = tcase_create("view");
+    check_case(s, "view",
+               (const TTest *[]){test_term_at_over_runs, test_append_and_implicit_truncate,
+                                 test_explicit_truncate, test_refusals_leave_the_view,
+                                 test_hard_state_rules, test_install, test_install_with_entries,
+                                 NULL});
 
-    tcase_add_test(tc, test_term_at_over_runs);
-    tcase_add_test(tc, test_append_and_implicit_truncate);
-    tcase_add_test(tc, test_explicit_truncate);
-    tcase_add_test(tc, test_refusals_leave_the_view);
-    tcase_add_test(tc, test_hard_state_rules);
-    tcase_add_test(tc, test_install);
-    tcase_add_test(tc, test_install_with_entries);
-    suite_add_tcase(s, tc);
     return s;
 }
 

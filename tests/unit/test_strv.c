@@ -103,12 +103,8 @@ END_TEST
 static Suite *strv_suite(void)
 {
     Suite *s = suite_create("strv");
-    TCase *tc = tcase_create("strv");
-    tcase_add_test(tc, test_split);
-    tcase_add_test(tc, test_push_and_move);
-    tcase_add_test(tc, test_join);
-    tcase_add_test(tc, test_replace);
-    suite_add_tcase(s, tc);
+    check_case(s, "strv",
+               (const TTest *[]){test_split, test_push_and_move, test_join, test_replace, NULL});
     return s;
 }
 

@@ -121,18 +121,15 @@ END_TEST
 static Suite *sup_suite(void)
 {
     Suite *s = suite_create("sup");
-    TCase *tc = tcase_create("startup");
+    TCase *tc =
+        check_case(s, "startup", (const TTest *[]){test_startup_codes_only_four_final, NULL});
     tcase_add_loop_test(tc, test_startup_code_verdict, 0,
                         (int)(sizeof(startup_codes) / sizeof(startup_codes[0])));
-    tcase_add_test(tc, test_startup_codes_only_four_final);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stall_clock");
-    tcase_add_test(tc, test_silence_counts_while_supervisor_runs);
-    tcase_add_test(tc, test_whole_replica_pause_is_excused);
-    tcase_add_test(tc, test_pause_right_after_a_frame);
-    tcase_add_test(tc, test_stalled_worker_still_killed_after_a_pause);
-    tcase_add_test(tc, test_clock_not_advanced);
-    suite_add_tcase(s, tc);
+    check_case(s, "stall_clock",
+               (const TTest *[]){
+                   test_silence_counts_while_supervisor_runs, test_whole_replica_pause_is_excused,
+                   test_pause_right_after_a_frame, test_stalled_worker_still_killed_after_a_pause,
+                   test_clock_not_advanced, NULL});
     return s;
 }
 

@@ -191,14 +191,10 @@ END_TEST
 static Suite *table_suite(void)
 {
     Suite *s = suite_create("table");
-    TCase *tc = tcase_create("table");
-    tcase_add_test(tc, test_parse_fields);
-    tcase_add_test(tc, test_parse_errors);
-    tcase_add_test(tc, test_widths_and_alignment);
-    tcase_add_test(tc, test_utf8_clipping);
-    tcase_add_test(tc, test_auto_width_and_header);
-    tcase_add_test(tc, test_header_and_empty);
-    suite_add_tcase(s, tc);
+    check_case(s, "table",
+               (const TTest *[]){test_parse_fields, test_parse_errors, test_widths_and_alignment,
+                                 test_utf8_clipping, test_auto_width_and_header,
+                                 test_header_and_empty, NULL});
     return s;
 }
 

@@ -259,13 +259,11 @@ END_TEST
 static Suite *transport_suite(void)
 {
     Suite *s = suite_create("transport");
-    TCase *tc = tcase_create("loopback");
+    TCase *tc = check_case(s, "loopback",
+                           (const TTest *[]){test_handshake_accepted, test_other_cluster_refused,
+                                             test_message_arrives_and_bytes_count,
+                                             test_oversized_frame_closes, NULL});
     tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_handshake_accepted);
-    tcase_add_test(tc, test_other_cluster_refused);
-    tcase_add_test(tc, test_message_arrives_and_bytes_count);
-    tcase_add_test(tc, test_oversized_frame_closes);
-    suite_add_tcase(s, tc);
     return s;
 }
 

@@ -1358,63 +1358,43 @@ END_TEST
 static Suite *wal_suite(void)
 {
     Suite *s = suite_create("wal");
-    TCase *tc = tcase_create("codec");
-    tcase_add_test(tc, test_seg_header_and_names);
-    tcase_add_test(tc, test_replay_rules);
-    tcase_add_test(tc, test_replay_capacity);
-    suite_add_tcase(s, tc);
+    check_case(s, "codec",
+               (const TTest *[]){test_seg_header_and_names, test_replay_rules, test_replay_capacity,
+                                 NULL});
 
-    tc = tcase_create("write");
+    TCase *tc = check_case(
+        s, "write",
+        (const TTest *[]){test_roundtrip_and_hard_state, test_pipelined_completions_in_order,
+                          test_truncate_suffix, test_submit_validation, test_segment_rotation,
+                          test_tmp_leftovers_removed, test_fsync_metrics,
+                          test_write_error_stops_storage, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_roundtrip_and_hard_state);
-    tcase_add_test(tc, test_pipelined_completions_in_order);
-    tcase_add_test(tc, test_truncate_suffix);
-    tcase_add_test(tc, test_submit_validation);
-    tcase_add_test(tc, test_segment_rotation);
-    tcase_add_test(tc, test_tmp_leftovers_removed);
-    tcase_add_test(tc, test_fsync_metrics);
-    tcase_add_test(tc, test_write_error_stops_storage);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("torn");
+    tc = check_case(s, "torn",
+                    (const TTest *[]){test_torn_length, test_torn_header_garbled,
+                                      test_torn_header_zeroed, test_torn_payload,
+                                      test_torn_partial_batch, test_torn_short_file,
+                                      test_torn_header_short_file, test_torn_garbage_tail,
+                                      test_zeroed_tail, test_clean_reopen, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_torn_length);
-    tcase_add_test(tc, test_torn_header_garbled);
-    tcase_add_test(tc, test_torn_header_zeroed);
-    tcase_add_test(tc, test_torn_payload);
-    tcase_add_test(tc, test_torn_partial_batch);
-    tcase_add_test(tc, test_torn_short_file);
-    tcase_add_test(tc, test_torn_header_short_file);
-    tcase_add_test(tc, test_torn_garbage_tail);
-    tcase_add_test(tc, test_zeroed_tail);
-    tcase_add_test(tc, test_clean_reopen);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("corrupt");
+    tc = check_case(
+        s, "corrupt",
+        (const TTest *[]){test_corrupt_middle_payload, test_corrupt_middle_header,
+                          test_corrupt_zeroed_hole, test_corrupt_segment_header,
+                          test_corrupt_older_segment_tail, test_corrupt_older_segment_zeroed_header,
+                          test_corrupt_missing_segment, test_corrupt_missing_first_segment, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_corrupt_middle_payload);
-    tcase_add_test(tc, test_corrupt_middle_header);
-    tcase_add_test(tc, test_corrupt_zeroed_hole);
-    tcase_add_test(tc, test_corrupt_segment_header);
-    tcase_add_test(tc, test_corrupt_older_segment_tail);
-    tcase_add_test(tc, test_corrupt_older_segment_zeroed_header);
-    tcase_add_test(tc, test_corrupt_missing_segment);
-    tcase_add_test(tc, test_corrupt_missing_first_segment);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("snapshots");
+    tc = check_case(
+        s, "snapshots",
+        (const TTest *[]){test_compaction, test_compaction_keeps_log_after_older_snapshot,
+                          test_install_snapshot, test_snapshot_newer_than_log_record, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_compaction);
-    tcase_add_test(tc, test_compaction_keeps_log_after_older_snapshot);
-    tcase_add_test(tc, test_install_snapshot);
-    tcase_add_test(tc, test_snapshot_newer_than_log_record);
-    suite_add_tcase(s, tc);
 
-    tc = tcase_create("crash");
+    tc = check_case(s, "crash", (const TTest *[]){test_crash_sigkill, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_crash_sigkill);
-    suite_add_tcase(s, tc);
     return s;
 }
 

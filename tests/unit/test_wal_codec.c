@@ -529,24 +529,16 @@ END_TEST
 static Suite *wal_codec_suite(void)
 {
     Suite *s = suite_create("wal_codec");
-    TCase *tc = tcase_create("batch");
+    check_case(s, "batch",
+               (const TTest *[]){test_batch_roundtrip, test_batch_every_flip_detected,
+                                 test_batch_end_and_find, test_oversize_lengths_refused,
+                                 test_alignment, test_all_zero, NULL});
 
-    tcase_add_test(tc, test_batch_roundtrip);
-    tcase_add_test(tc, test_batch_every_flip_detected);
-    tcase_add_test(tc, test_batch_end_and_find);
-    tcase_add_test(tc, test_oversize_lengths_refused);
-    tcase_add_test(tc, test_alignment);
-    tcase_add_test(tc, test_all_zero);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("scan");
-    tcase_add_test(tc, test_scan_roundtrip);
-    tcase_add_test(tc, test_scan_torn_tails);
-    tcase_add_test(tc, test_scan_zeroed_last_batch_is_clean);
-    tcase_add_test(tc, test_scan_corrupt_middle);
-    tcase_add_test(tc, test_scan_sequence_and_refusal);
-    tcase_add_test(tc, test_scan_every_flip_detected);
-    suite_add_tcase(s, tc);
+    check_case(s, "scan",
+               (const TTest *[]){test_scan_roundtrip, test_scan_torn_tails,
+                                 test_scan_zeroed_last_batch_is_clean, test_scan_corrupt_middle,
+                                 test_scan_sequence_and_refusal, test_scan_every_flip_detected,
+                                 NULL});
     return s;
 }
 
