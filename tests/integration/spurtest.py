@@ -55,23 +55,26 @@ def wait_until(pred, timeout, interval=0.005, what="condition"):
         time.sleep(interval)
 
 
-def proc_state(pid):
-    """'R', 'S', 'Z', 'T'... or None when the pid does not exist."""
+def proc_stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (state first, then the ppid,
+    ...), or None when the pid does not exist."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             data = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return data[data.rfind(")") + 2]
+    return data[data.rfind(")") + 2:].split()
+
+
+def proc_state(pid):
+    """'R', 'S', 'Z', 'T'... or None when the pid does not exist."""
+    fields = proc_stat_fields(pid)
+    return fields[0] if fields else None
 
 
 def proc_ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(data[data.rfind(")") + 2:].split()[1])
+    fields = proc_stat_fields(pid)
+    return int(fields[1]) if fields else None
 
 
 def is_gone(pid):

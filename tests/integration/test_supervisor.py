@@ -48,6 +48,14 @@ def wait_dead(pid, timeout=5.0):
     return time.monotonic()
 
 
+def warm_poller(sup, samples):
+    """A Poller on sup's /readyz, started, once it holds more than samples answers."""
+    poller = Poller(sup.health_port, "/readyz")
+    poller.start()
+    wait_until(lambda: len(poller.samples) > samples, 5, what="poller warm-up")
+    return poller
+
+
 def assert_no_200_after(poller, t_fault, slack=0.0):
     late = [s for s in poller.samples if s[0] > t_fault + slack and s[2] == 200]
     assert not late, f"{len(late)} x 200 after the fault, first: {late[0]}"
@@ -73,9 +81,7 @@ def test_worker_fault_makes_probes_fail_and_exit_70(sups, fault):
     wpid = sup.worker_pid()
     assert sup.probe() == ((200, "ok\n"), (200, "ok\n"))
 
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 20, 5, what="poller warm-up")
+    poller = warm_poller(sup, 20)
     if action is None:
         os.kill(wpid, signal.SIGKILL)
     else:
@@ -105,9 +111,7 @@ def test_sigstop_stalls_then_killed_after_kill_timeout(sups):
     sup = tw_sup(sups)
     sup.wait_ready()
     wpid = sup.worker_pid()
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 20, 5)
+    poller = warm_poller(sup, 20)
     t_stop = time.monotonic()
     os.kill(wpid, signal.SIGSTOP)
     stall_s = sup.cfg["supervisor"]["stall_timeout_ms"] / 1000
@@ -255,9 +259,7 @@ def test_grandchild_holding_the_pipe_does_not_hide_the_death(sups, tmp_path):
     wpid = sup.worker_pid()
     gpid = int(wait_until(lambda: gpf.exists() and gpf.read_text().strip(), 5))
     assert os.path.exists(f"/proc/{gpid}/fd/3"), "the grandchild should hold the pipe"
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 20, 5)
+    poller = warm_poller(sup, 20)
     os.kill(wpid, signal.SIGKILL)
     t_fault = wait_dead(wpid)
     wait_word(sup, "/readyz", 503, "dead", timeout=1.0)
@@ -376,9 +378,7 @@ def test_sigterm_clean_exit_0_with_real_worker(sups):
     sup = sups.start(sups.config())
     sup.wait_ready()
     wpid = sup.worker_pid()
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 10, 5)
+    poller = warm_poller(sup, 10)
     t_term = time.monotonic()
     sup.signal(signal.SIGTERM)
     assert sup.wait_exit(10) == 0
