@@ -17,6 +17,7 @@ Targets (issue 4): election p50 <= 1.5 s; transfer unavailability <= 100 ms; col
 <= 2 s; restart of 1,000,000 entries to RUNNING <= 3 s.
 """
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -27,17 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import add_build_option, pct, proc_status_kib, spurtest_for  # noqa: E402
 
 DEFAULT_RAFT = {"heartbeat_ms": 100, "election_timeout_ms": 1000}
-
-
-def pct(values, p):
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    k = min(len(v) - 1, max(0, int(round(p / 100.0 * (len(v) - 1)))))
-    return v[k]
 
 
 def table(title, header, rows):
@@ -67,14 +61,23 @@ def mono():
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
+@contextlib.contextmanager
+def ready_cluster(spurtest, path):
+    """A fresh 3-replica cluster under path with the default Raft timeouts, every replica
+    ready and a leader agreed: yields (cluster, leader id); killed on the way out."""
+    c = spurtest.Cluster(path, n=3, raft=dict(DEFAULT_RAFT))
+    try:
+        c.start_all()
+        c.wait_ready(timeout=30)
+        yield c, c.leader(timeout=30)
+    finally:
+        c.kill_all()
+
+
 def bench_election(spurtest, tmp, trials):
     to_leader, to_write = [], []
     for t in range(trials):
-        c = spurtest.Cluster(tmp / f"e{t}", n=3, raft=dict(DEFAULT_RAFT))
-        try:
-            c.start_all()
-            c.wait_ready(timeout=30)
-            old = c.leader(timeout=30)
+        with ready_cluster(spurtest, tmp / f"e{t}") as (c, old):
             survivors = [i for i in (1, 2, 3) if i != old]
             w = start_writer(spurtest, c, c.hosts(only=survivors), 6000)
             time.sleep(1.0)
@@ -95,8 +98,6 @@ def bench_election(spurtest, tmp, trials):
                 to_leader.append(t_leader - t0)
             if firsts:
                 to_write.append(min(firsts) - t0)
-        finally:
-            c.kill_all()
     table(f"Election after kill -9 of the leader ({trials} trials, heartbeat 100 ms, "
           "election timeout 1000 ms)",
           ["measure", "p50 ms", "p99 ms", "max ms", "n"],
@@ -109,11 +110,7 @@ def bench_election(spurtest, tmp, trials):
 def bench_transfer(spurtest, tmp, trials):
     gaps, normal = [], []
     for t in range(trials):
-        c = spurtest.Cluster(tmp / f"t{t}", n=3, raft=dict(DEFAULT_RAFT))
-        try:
-            c.start_all()
-            c.wait_ready(timeout=30)
-            old = c.leader(timeout=30)
+        with ready_cluster(spurtest, tmp / f"t{t}") as (c, old):
             w = start_writer(spurtest, c, c.hosts(), 4000)
             time.sleep(1.5)
             t0 = mono()
@@ -126,8 +123,6 @@ def bench_transfer(spurtest, tmp, trials):
             if before and around:
                 normal.append(pct(before, 50))
                 gaps.append(max(around) - pct(before, 50))
-        finally:
-            c.kill_all()
     table(f"Graceful transfer on SIGTERM of the leader ({trials} trials, one writer)",
           ["measure", "p50 ms", "max ms", "n"],
           [["write unavailability", f"{pct(gaps, 50) * 1000:.1f}",
@@ -174,11 +169,7 @@ def bench_restart(spurtest, tmp, entries, kind):
         t_ready = mono()
         log = s.log()
         m = re.search(r'msg="state recovered".* ms=(\d+)', log)
-        rss = 0
-        with open(f"/proc/{s.worker_pid()}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1]) // 1024
+        rss = max(0, proc_status_kib(s.worker_pid(), "VmRSS")) // 1024
     finally:
         c.kill_all()
     what = "clock ticks, ~30 B" if kind == "tick" else "job submissions, ~330 B"
@@ -193,12 +184,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--entries", type=int, default=1000000)
-    ap.add_argument("--build", default=None)
+    add_build_option(ap)
     ap.add_argument("--only", default="election,transfer,coldstart,restart")
     args = ap.parse_args()
-    if args.build:
-        os.environ["SPUR_BUILD_DIR"] = str(Path(args.build).resolve())
-    import spurtest
+    spurtest = spurtest_for(args.build)
 
     only = set(args.only.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="spurbench-cluster-"))

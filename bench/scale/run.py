@@ -32,27 +32,18 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
-
-
-def proc_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return -1
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import proc_status_kib, start_submit_driver  # noqa: E402
 
 
 def memory_row(cluster, what):
     cells = []
     for i in range(1, cluster.n + 1):
         pid = cluster.worker_pid(i)
-        rss, peak = proc_kib(pid, "VmRSS") / 1024, proc_kib(pid, "VmHWM") / 1024
+        rss, peak = proc_status_kib(pid, "VmRSS") / 1024, proc_status_kib(pid, "VmHWM") / 1024
         cells.append(f"{rss:7.1f} ({peak:5.1f})")
     print(f"{what:<22} " + "  ".join(cells))
 
@@ -83,16 +74,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=100000)
     ap.add_argument("--clients", default="64")
     ap.add_argument("--squeue-runs", type=int, default=3)
-    ap.add_argument("--build", default=os.environ.get("SPUR_BUILD_DIR", str(REPO / "build")))
-    ap.add_argument("--keep", action="store_true", help="keep the state dirs and logs")
-    a = ap.parse_args()
-    os.environ["SPUR_BUILD_DIR"] = str(Path(a.build).resolve())
-    import spurtest  # after SPUR_BUILD_DIR is set
-
-    bench = Path(a.build).resolve() / "bench" / "submit" / "bench_submit"
-    if not bench.exists():
-        sys.exit(f"{bench} is missing: ninja -C {a.build}")
-    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    a, spurtest, bench, tmp = start_submit_driver(ap, "bench-scale-")
     # The first snapshot comes once snapshot_entries entries are applied: a few entries
     # of configuration, then the jobs; 100 more are submitted below to cross the line.
     snap_entries = a.jobs + 100

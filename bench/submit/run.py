@@ -16,15 +16,13 @@ Targets (issue 5, this 2-core machine): >= 20,000 jobs/s at 64 clients; p50 <= 1
 1 client. Prints; asserts nothing.
 """
 import argparse
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import start_submit_driver  # noqa: E402
 
 
 def one_row(spurtest, bench, tmp, clients, a):
@@ -54,16 +52,7 @@ def main():
     ap.add_argument("--script-bytes", default="256")
     ap.add_argument("--snapshot-entries", type=int, default=0,
                     help="raft.snapshot_entries (default: the configuration's default)")
-    ap.add_argument("--build", default=os.environ.get("SPUR_BUILD_DIR", str(REPO / "build")))
-    ap.add_argument("--keep", action="store_true", help="keep the state dirs and logs")
-    a = ap.parse_args()
-    os.environ["SPUR_BUILD_DIR"] = str(Path(a.build).resolve())
-    import spurtest  # after SPUR_BUILD_DIR is set
-
-    bench = Path(a.build).resolve() / "bench" / "submit" / "bench_submit"
-    if not bench.exists():
-        sys.exit(f"{bench} is missing: ninja -C {a.build}")
-    tmp = Path(tempfile.mkdtemp(prefix="bench-submit-"))
+    a, spurtest, bench, tmp = start_submit_driver(ap, "bench-submit-")
     snap = a.snapshot_entries or "default"
     print(f"# 3 replicas on 127.0.0.1, fsync on, raft.snapshot_entries {snap}, "
           f"a fresh cluster per row; state in {tmp}")

@@ -21,23 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
-
-
-def pct(values, p):
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    k = min(len(v) - 1, max(0, int(round(p / 100.0 * (len(v) - 1)))))
-    return v[k]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchlib import add_build_option, pct, proc_status_kib, spurtest_for  # noqa: E402
 
 
 def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
+    return proc_status_kib(pid, "VmRSS")
 
 
 def detection(spurtest, trials, tmp):
@@ -95,11 +84,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--build", default=None)
+    add_build_option(ap)
     args = ap.parse_args()
-    if args.build:
-        os.environ["SPUR_BUILD_DIR"] = str(Path(args.build).resolve())
-    import spurtest
+    spurtest = spurtest_for(args.build)
 
     tmp = Path(tempfile.mkdtemp(prefix="spurbench-"))
     try:

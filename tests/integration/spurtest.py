@@ -55,23 +55,26 @@ def wait_until(pred, timeout, interval=0.005, what="condition"):
         time.sleep(interval)
 
 
-def proc_state(pid):
-    """'R', 'S', 'Z', 'T'... or None when the pid does not exist."""
+def proc_stat_fields(pid):
+    """The fields of /proc/PID/stat after the command name (state first, then the ppid,
+    ...), or None when the pid does not exist."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             data = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return data[data.rfind(")") + 2]
+    return data[data.rfind(")") + 2:].split()
+
+
+def proc_state(pid):
+    """'R', 'S', 'Z', 'T'... or None when the pid does not exist."""
+    fields = proc_stat_fields(pid)
+    return fields[0] if fields else None
 
 
 def proc_ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return int(data[data.rfind(")") + 2:].split()[1])
+    fields = proc_stat_fields(pid)
+    return int(fields[1]) if fields else None
 
 
 def is_gone(pid):
@@ -95,16 +98,22 @@ def proc_comm(pid):
         return None
 
 
+def recv_until_closed(sock, chunk_size=4096):
+    """Everything the peer sends until it closes its end (the socket's own timeout bounds
+    each wait)."""
+    data = b""
+    while True:
+        chunk = sock.recv(chunk_size)
+        if not chunk:
+            return data
+        data += chunk
+
+
 def http_get(port, path, method="GET", host="127.0.0.1", timeout=2.0):
     """One request on a fresh connection: (status, body)."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = recv_until_closed(s)
     head, _, body = data.partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     return status, body.decode()
@@ -181,6 +190,17 @@ def write_config(path, **sections):
     return path
 
 
+def apply_overrides(cfg, over):
+    """cfg with over laid on it: a dict given for a section that is a dict updates that
+    section key by key; anything else replaces the key. Changes and returns cfg."""
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+            cfg[k].update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
 def base_config(tmp, **over):
     """A one-replica config on 127.0.0.1 with free ports and a private state dir.
 
@@ -201,12 +221,7 @@ def base_config(tmp, **over):
         "supervisor": {"heartbeat_ms": 50, "stall_timeout_ms": 600, "kill_timeout_ms": 1500,
                        "shutdown_grace_ms": 2000},
     }
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
-            cfg[k].update(v)
-        else:
-            cfg[k] = v
-    return cfg
+    return apply_overrides(cfg, over)
 
 
 class Supervisor:
@@ -548,6 +563,14 @@ def netns_inode(pid="thread-self"):
 
 # ---- clusters ------------------------------------------------------------------------
 
+def submit(c, name, host=None, **kw):
+    """sbatch --wrap=true -J name through the cluster c (or host); asserts it succeeded
+    and returns the job id."""
+    p = c.spur("sbatch", "--wrap=true", "-J", name, host=host, **kw)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.split()[-1])
+
+
 def cluster_config(tmp, n, i, ports, cluster_name="test", **over):
     """Config of replica i (1-based) of an n-replica cluster on 127.0.0.1."""
     peers = [f"127.0.0.1:{ports[k]['raft']}" for k in range(n)]
@@ -569,12 +592,7 @@ def cluster_config(tmp, n, i, ports, cluster_name="test", **over):
         "supervisor": {"heartbeat_ms": 50, "stall_timeout_ms": 1500, "kill_timeout_ms": 3000,
                        "shutdown_grace_ms": 5000},
     }
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
-            cfg[k].update(v)
-        else:
-            cfg[k] = v
-    return cfg
+    return apply_overrides(cfg, over)
 
 
 class Cluster:
@@ -674,6 +692,18 @@ class Cluster:
         s = self.replica(i)
         os.kill(s.worker_pid(), sig)
         return s.wait_exit(20)
+
+    def state_dir(self, i):
+        """Node i's state directory (controller.state_dir)."""
+        return self.cfgs[i - 1]["controller"]["state_dir"]
+
+    def follower(self, leader):
+        """The lowest-numbered replica other than leader: one of its followers."""
+        return next(i for i in range(1, self.n + 1) if i != leader)
+
+    def applied_index(self, i):
+        """Node i's applied index, 0 while it does not answer."""
+        return (self.status(i) or {}).get("applied_index", 0)
 
     def stop(self, i, sig=signal.SIGTERM, timeout=20):
         s = self.replica(i)

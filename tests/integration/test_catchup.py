@@ -26,15 +26,9 @@ import time
 import pytest
 
 import spurtest
-from spurtest import http_get, wait_until
+from spurtest import http_get, submit, wait_until
 
 LOST_DISK = "lost its disk"
-
-
-def submit(c, name, host=None, **kw):
-    p = c.spur("sbatch", "--wrap=true", "-J", name, host=host, **kw)
-    assert p.returncode == 0, p.stderr
-    return int(p.stdout.split()[-1])
 
 
 def metric(port, name):
@@ -54,18 +48,25 @@ def readyz(sup):
         return None
 
 
+def stop_a_follower_once_it_applied(c, names):
+    """Submit a job per name, wait until a follower has applied the leader's commit index,
+    then stop that follower cleanly. Returns (leader, follower)."""
+    for name in names:
+        submit(c, name)
+    lid = c.leader()
+    victim = c.follower(lid)
+    wait_until(lambda: c.applied_index(victim) >= c.status(lid)["commit_index"], 10,
+               what="victim applied before the stop")
+    assert c.stop(victim) == 0
+    return lid, victim
+
+
 # ---- idle catch-up and readiness ------------------------------------------------------
 
 def test_restarted_follower_catches_up_on_an_idle_cluster(cluster3):
     c = cluster3
     names = [f"idle{k}" for k in range(5)]
-    for name in names:
-        submit(c, name)
-    lid = c.leader()
-    victim = next(i for i in (1, 2, 3) if i != lid)
-    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0)
-               >= c.status(lid)["commit_index"], 10, what="victim applied before the stop")
-    assert c.stop(victim) == 0
+    lid, victim = stop_a_follower_once_it_applied(c, names)
     target = c.status(lid)["commit_index"]
     time.sleep(1.0)  # the cluster stays idle from here on: no write until the end
     s = c.start(victim)
@@ -195,20 +196,14 @@ def test_a_clean_first_boot_logs_no_lost_disk_warning(cluster_factory):
     # and all three take part
     submit(c, "first-boot")
     lst = c.status(c.leader())
-    wait_until(lambda: all((c.status(i) or {}).get("applied_index", 0) >= lst["commit_index"]
-                           for i in (1, 2, 3)), 10, what="all applied")
+    wait_until(lambda: all(c.applied_index(i) >= lst["commit_index"] for i in (1, 2, 3)), 10,
+               what="all applied")
 
 
 def test_a_follower_whose_state_dir_was_wiped_is_warned_about(cluster3):
     c = cluster3
-    for k in range(3):
-        submit(c, f"wiped{k}")
-    lid = c.leader()
-    victim = next(i for i in (1, 2, 3) if i != lid)
-    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0)
-               >= c.status(lid)["commit_index"], 10, what="victim applied")
-    assert c.stop(victim) == 0
-    shutil.rmtree(c.cfgs[victim - 1]["controller"]["state_dir"])
+    lid, victim = stop_a_follower_once_it_applied(c, [f"wiped{k}" for k in range(3)])
+    shutil.rmtree(c.state_dir(victim))
     s = c.start(victim)
     wait_until(lambda: LOST_DISK in s.log(), 15, what="the lost-disk warning")
     line = next(l for l in s.log().splitlines() if LOST_DISK in l)
@@ -217,8 +212,7 @@ def test_a_follower_whose_state_dir_was_wiped_is_warned_about(cluster3):
     # It is caught up all the same, and says ready only then.
     s.wait_ready(20)
     lst = c.status(lid)
-    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0) >= lst["commit_index"],
-               15, what="caught up")
+    wait_until(lambda: c.applied_index(victim) >= lst["commit_index"], 15, what="caught up")
 
 
 # ---- the idle log clock ---------------------------------------------------------------

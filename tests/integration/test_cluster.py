@@ -16,14 +16,8 @@ import time
 import pytest
 
 import spurtest
-from spurtest import (free_port, http_get, is_gone, wait_until, Supervisor, cluster_config,
-                      write_config)
-
-
-def submit(c, name, host=None, **kw):
-    p = c.spur("sbatch", "--wrap=true", "-J", name, host=host, **kw)
-    assert p.returncode == 0, p.stderr
-    return int(p.stdout.split()[-1])
+from spurtest import (free_port, http_get, is_gone, submit, wait_until, Supervisor,
+                      cluster_config, write_config)
 
 
 def job_names(c, i):
@@ -74,7 +68,7 @@ def test_kill_9_of_the_leader_fails_over_and_the_replica_catches_up(cluster3):
     c.start(old)
     c.replica(old).wait_ready(20)
     lst = c.status(new)
-    wait_until(lambda: (c.status(old) or {}).get("applied_index", 0) >= lst["commit_index"], 15,
+    wait_until(lambda: c.applied_index(old) >= lst["commit_index"], 15,
                what="restarted replica caught up")
     assert "after" in job_names(c, old)
 
@@ -139,14 +133,19 @@ def _log_end(path):
     return off
 
 
+def _stop_a_follower_after_writes(c, prefix, jobs):
+    """Submit jobs jobs (prefix0, prefix1, ...), then stop a follower cleanly: returns its
+    id and its state directory, whose log holds them."""
+    for k in range(jobs):
+        submit(c, f"{prefix}{k}")
+    victim = c.follower(c.leader())
+    assert c.stop(victim) == 0
+    return victim, c.state_dir(victim)
+
+
 def test_restart_with_a_torn_log_tail_recovers(cluster3):
     c = cluster3
-    for k in range(5):
-        submit(c, f"torn{k}")
-    lid = c.leader()
-    victim = next(i for i in (1, 2, 3) if i != lid)
-    assert c.stop(victim) == 0
-    state = c.cfgs[victim - 1]["controller"]["state_dir"]
+    victim, state = _stop_a_follower_after_writes(c, "torn", 5)
     seg = _segments(state)[-1]
     end = _log_end(seg)
     # A batch header that promises more than was written: what a crash mid-write leaves.
@@ -163,12 +162,7 @@ def test_restart_with_a_torn_log_tail_recovers(cluster3):
 
 def test_a_corrupted_middle_of_the_log_refuses_to_start_with_65(cluster3):
     c = cluster3
-    for k in range(8):
-        submit(c, f"corrupt{k}")
-    lid = c.leader()
-    victim = next(i for i in (1, 2, 3) if i != lid)
-    assert c.stop(victim) == 0
-    state = c.cfgs[victim - 1]["controller"]["state_dir"]
+    victim, state = _stop_a_follower_after_writes(c, "corrupt", 8)
     seg = _segments(state)[0]
     # Flip one byte inside the first batch's first record: not a torn tail, since valid
     # batches follow it.
@@ -262,7 +256,7 @@ def test_a_removed_leader_steps_down(cluster3):
 def test_membership_change_through_a_follower_is_forwarded(cluster3):
     c = cluster3
     lid = c.leader()
-    follower = next(i for i in (1, 2, 3) if i != lid)
+    follower = c.follower(lid)
     r = c.spur("scontrol", "raft", "transfer", str(follower), host=c.api(follower))
     assert r.returncode == 0, r.stderr
     assert c.leader(timeout=10) == follower
@@ -312,13 +306,7 @@ def _api_exchange(port, payload, read=True):
         if not read:
             return b""
         s.settimeout(5)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        return data
+        return spurtest.recv_until_closed(s, 65536)
 
 
 def test_client_api_refuses_oversized_and_garbage_frames(cluster3):
@@ -350,7 +338,7 @@ def test_writes_without_quorum_fail_clearly_and_reads_say_stale(cluster3):
     c = cluster3
     submit(c, "quorum")
     lid = c.leader()
-    keep = next(i for i in (1, 2, 3) if i != lid)
+    keep = c.follower(lid)
     for i in (1, 2, 3):
         if i != keep:
             assert c.stop(i) == 0
@@ -399,22 +387,22 @@ def test_snapshots_compact_the_log_and_a_wiped_replica_catches_up_from_one(clust
     acked = sum(1 for line in out.splitlines() if line.endswith(" 1"))
     assert acked > 250, acked
     lid = c.leader()
-    state = c.cfgs[lid - 1]["controller"]["state_dir"]
+    state = c.state_dir(lid)
     wait_until(lambda: glob.glob(os.path.join(state, "snap-*.snap")), 10, what="a snapshot")
     assert "snapshot saved" in c.replica(lid).log()
     assert len(glob.glob(os.path.join(state, "snap-*.snap"))) <= 2
     # A follower loses its disk: it comes back empty, joins (its peers run the cluster),
     # and the leader, whose log no longer starts at 1, sends it a snapshot.
-    victim = next(i for i in (1, 2, 3) if i != lid)
+    victim = c.follower(lid)
     assert c.stop(victim) == 0
     import shutil
-    shutil.rmtree(c.cfgs[victim - 1]["controller"]["state_dir"])
+    shutil.rmtree(c.state_dir(victim))
     s = c.start(victim)
     s.wait_ready(20)
     wait_until(lambda: "installed the leader's snapshot" in s.log(), 15)
     assert "founding the cluster" not in s.log()
     lst = c.status(lid)
-    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0) >= lst["commit_index"],
+    wait_until(lambda: c.applied_index(victim) >= lst["commit_index"],
                15, what="caught up")
     import json
     p = c.spur("squeue", "-t", "all", "--json", host=c.api(victim))

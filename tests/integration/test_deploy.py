@@ -1,10 +1,10 @@
 """Deployment artefacts (issue 6): Kubernetes manifests, the systemd unit, the LSB init
 script, the man pages, the example configuration and `meson install`.
 
-Self-contained: stdlib, pytest and PyYAML. The programs come from the build directory
-named by SPUR_BUILD_DIR (default: <repo>/build; a relative path is taken from the
-current directory, as in spurtest.py). Tests that need a program, a tool or root skip
-with the reason.
+Self-contained but for spurtest.wait_until: stdlib, pytest and PyYAML. The programs
+come from the build directory named by SPUR_BUILD_DIR (default: <repo>/build; a relative
+path is taken from the current directory, as in spurtest.py). Tests that need a program,
+a tool or root skip with the reason.
 
 Processes run on 127.0.0.1 with ports the kernel hands out, in temporary directories;
 every process a test starts is found again by its temporary path (command line or
@@ -20,11 +20,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+import spurtest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SPUR_BUILD_DIR", REPO / "build")).resolve()
@@ -66,14 +67,11 @@ def need_tool(name):
 
 
 def wait_until(pred, timeout=WAIT, interval=0.05, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    """spurtest.wait_until with this file's bounds; a timeout fails as an assertion."""
+    try:
+        return spurtest.wait_until(pred, timeout, interval, what)
+    except TimeoutError as e:
+        raise AssertionError(str(e)) from None
 
 
 def free_ports(n):

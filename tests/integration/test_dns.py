@@ -243,6 +243,21 @@ def submit(c, name, ids):
                   env={"SPUR_TIMEOUT_MS": "5000"})
 
 
+def start_dns_and_cluster(env, tmp_path, policy):
+    """A SlowDNS answering by policy, and a named_cluster in tmp_path/c with its three
+    replicas started inside env's namespaces; both are stopped by the env fixture.
+    Returns (dns, cluster)."""
+    (tmp_path / "c").mkdir()
+    dns = SlowDNS(policy)
+    dns.start()
+    env["dns"].append(dns)
+    c = named_cluster(tmp_path / "c")
+    env["clusters"].append(c)
+    for i in (1, 2, 3):
+        start(c, i, env["ns"])
+    return dns, c
+
+
 def resolved_lines(s):
     return [l for l in s.log_lines() if 'msg="name resolved"' in l and f"name={SLOW}" in l]
 
@@ -255,15 +270,9 @@ DELAY = 6.0
 def test_a_slow_dns_answer_does_not_stall_the_replicas(env, tmp_path):
     """Node 3 restarts (a pod comes back) while DNS is slow: its peers look its name up
     again, and while that lookup hangs they go on serving and reporting healthy."""
-    (tmp_path / "c").mkdir()
     slow = threading.Event()
-    dns = SlowDNS(lambda name, qtype, now: ("answer", DELAY if slow.is_set() else 0.0))
-    dns.start()
-    env["dns"].append(dns)
-    c = named_cluster(tmp_path / "c")
-    env["clusters"].append(c)
-    for i in (1, 2, 3):
-        start(c, i, env["ns"])
+    dns, c = start_dns_and_cluster(
+        env, tmp_path, lambda name, qtype, now: ("answer", DELAY if slow.is_set() else 0.0))
     c.wait_ready(timeout=30)
     c.leader(timeout=15)
     pids = {i: c.replica(i).worker_pid() for i in (1, 2)}
@@ -309,7 +318,7 @@ def test_a_slow_dns_answer_does_not_stall_the_replicas(env, tmp_path):
                what="node 3 follows the leader")
     c.replica(3).wait_ready(20)
     commit = c.status(lid)["commit_index"]
-    wait_until(lambda: (c.status(3) or {}).get("applied_index", 0) >= commit, 15,
+    wait_until(lambda: c.applied_index(3) >= commit, 15,
                what="node 3 caught up")
     jobs = json.loads(c.spur("squeue", "-t", "all", "--json", host=c.api(3),
                              env={"SPUR_TIMEOUT_MS": "5000"}).stdout)
@@ -357,7 +366,6 @@ def test_a_slow_dns_answer_does_not_stall_the_replicas(env, tmp_path):
 
 
 def test_a_failing_name_is_retried_with_back_off_and_logged_once(env, tmp_path):
-    (tmp_path / "c").mkdir()
     fail_for = 5.0
     start_t = [None]
 
@@ -366,13 +374,7 @@ def test_a_failing_name_is_retried_with_back_off_and_logged_once(env, tmp_path):
             start_t[0] = now
         return ("nxdomain", 0.0) if now - start_t[0] < fail_for else ("answer", 0.0)
 
-    dns = SlowDNS(policy)
-    dns.start()
-    env["dns"].append(dns)
-    c = named_cluster(tmp_path / "c")
-    env["clusters"].append(c)
-    for i in (1, 2, 3):
-        start(c, i, env["ns"])
+    dns, c = start_dns_and_cluster(env, tmp_path, policy)
     lid = c.leader(among=[1, 2], timeout=15)
     wait_until(lambda: (c.status(3) or {}).get("leader_id") == lid, 25,
                what="node 3 follows the leader once its name resolves")

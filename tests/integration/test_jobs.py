@@ -86,6 +86,20 @@ def settle(c, timeout=30):
     return lid
 
 
+def rejoin_and_settle(c, i):
+    """Start node i again; wait until it is ready and the replicas applied one commit."""
+    c.start(i)
+    c.replica(i).wait_ready(20)
+    settle(c)
+
+
+def spur_each_ok(c, cmds, **kw):
+    """Run each command (an argv tuple) through c.spur(..., **kw); each must exit 0."""
+    for cmd in cmds:
+        p = c.spur(*cmd, **kw)
+        assert p.returncode == 0, f"{cmd}: {p.stderr}"
+
+
 def others(c, i):
     return [k for k in range(1, c.n + 1) if k != i]
 
@@ -256,12 +270,9 @@ def test_cancel_hold_release_across_failovers(cluster3):
     lid = c.leader()
     # Right after the kill, before any new leader: the CLI retries until one answers.
     assert c.kill_worker(lid) == 70
-    for cmd in (("scontrol", "release", a), ("scancel", b), ("scontrol", "hold", d)):
-        p = c.spur(*cmd, host=c.hosts())
-        assert p.returncode == 0, f"{cmd}: {p.stderr}"
-    c.start(lid)
-    c.replica(lid).wait_ready(20)
-    settle(c)
+    spur_each_ok(c, (("scontrol", "release", a), ("scancel", b), ("scontrol", "hold", d)),
+                 host=c.hosts())
+    rejoin_and_settle(c, lid)
     for h in every_replica(c):
         jobs = jobs_json(c, host=h)
         assert (jobs[a]["state"], jobs[a]["held"]) == ("PENDING", False), h
@@ -274,13 +285,9 @@ def test_cancel_hold_release_across_failovers(cluster3):
     # answers from the state it recovered from its own disk.
     lid2 = c.leader()
     new = failover(c, lid2)
-    for cmd in (("scontrol", "release", d), ("scancel", e), ("scontrol", "hold", a)):
-        p = c.spur(*cmd)
-        assert p.returncode == 0, f"{cmd}: {p.stderr}"
+    spur_each_ok(c, (("scontrol", "release", d), ("scancel", e), ("scontrol", "hold", a)))
     assert_error(c.spur("scancel", b), f"Kill job error on job id {b}: Job/step already")
-    c.start(lid2)
-    c.replica(lid2).wait_ready(20)
-    settle(c)
+    rejoin_and_settle(c, lid2)
     for h in every_replica(c):
         jobs = jobs_json(c, host=h)
         assert (jobs[a]["state"], jobs[a]["held"]) == ("PENDING", True), h
@@ -322,9 +329,7 @@ def test_same_client_and_seq_is_applied_once(cluster3):
     z2 = raw_submit_retry(c, 0, 0, "eo-zero")[2]
     assert z1 != z2 and 0 not in (z1, z2)
 
-    c.start(lid)
-    c.replica(lid).wait_ready(20)
-    settle(c)
+    rejoin_and_settle(c, lid)
     for h in every_replica(c):
         names = collections.Counter(j["name"] for j in jobs_json(c, host=h).values())
         assert names == {"eo-1": 1, "eo-2": 1, "eo-3": 1, "eo-4": 1, "eo-zero": 2}, (h, names)

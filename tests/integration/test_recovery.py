@@ -181,16 +181,23 @@ def check_refusal(s, state, newest, older, torn_seg, torn_off, held):
         assert f.read(40) == b"\x5a" * 40
 
 
-# ---- (a) the log covers: fall back -------------------------------------------------------
-
-def test_damaged_newest_snapshot_falls_back_when_the_log_covers(cluster_factory):
+def one_replica_stopped_with_two_snapshots(cluster_factory):
+    """A one-replica cluster written to until its state dir holds two snapshots, then
+    stopped cleanly. Returns (c, state dir, acked, named, the jobs it held)."""
     c = cluster_factory(1, raft={"snapshot_entries": SNAPSHOT_ENTRIES})
     c.start_all()
     c.wait_ready()
-    state = c.cfgs[0]["controller"]["state_dir"]
+    state = c.state_dir(1)
     acked, named = write_until_two_snapshots(c, 1, state)
     before = jobs(c, 1)
     assert c.stop(1) == 0
+    return c, state, acked, named, before
+
+
+# ---- (a) the log covers: fall back -------------------------------------------------------
+
+def test_damaged_newest_snapshot_falls_back_when_the_log_covers(cluster_factory):
+    c, state, acked, named, before = one_replica_stopped_with_two_snapshots(cluster_factory)
     older, newest = snapshots(state)[-2:]
     damage_snapshot(newest[2])
 
@@ -213,13 +220,7 @@ def test_damaged_newest_snapshot_falls_back_when_the_log_covers(cluster_factory)
 # ---- (b) the log does not cover: refuse with 65, say what to do, and it works ------------
 
 def test_single_replica_refuses_65_and_a_restored_backup_starts(cluster_factory, tmp_path):
-    c = cluster_factory(1, raft={"snapshot_entries": SNAPSHOT_ENTRIES})
-    c.start_all()
-    c.wait_ready()
-    state = c.cfgs[0]["controller"]["state_dir"]
-    acked, named = write_until_two_snapshots(c, 1, state)
-    before = jobs(c, 1)
-    assert c.stop(1) == 0
+    c, state, acked, named, before = one_replica_stopped_with_two_snapshots(cluster_factory)
     backup = tmp_path / "backup"
     shutil.copytree(state, backup)
     older, newest = snapshots(state)[-2:]
@@ -243,11 +244,11 @@ def test_cluster_replica_refuses_65_and_moving_its_state_aside_recovers(cluster_
     c.start_all()
     c.wait_ready()
     lid = c.leader()
-    victim = next(i for i in (1, 2, 3) if i != lid)
-    state = c.cfgs[victim - 1]["controller"]["state_dir"]
+    victim = c.follower(lid)
+    state = c.state_dir(victim)
     acked, named = write_until_two_snapshots(c, victim, state)
     commit = c.status(lid)["commit_index"]
-    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0) >= commit, 15,
+    wait_until(lambda: c.applied_index(victim) >= commit, 15,
                what="victim applied everything")
     assert c.stop(victim) == 0
     older, newest = snapshots(state)[-2:]
@@ -268,7 +269,7 @@ def test_cluster_replica_refuses_65_and_moving_its_state_aside_recovers(cluster_
     s.wait_ready(30)
     assert "founding the cluster" not in s.log()
     commit = c.status(lid)["commit_index"]
-    wait_until(lambda: (c.status(victim) or {}).get("applied_index", 0) >= commit, 20,
+    wait_until(lambda: c.applied_index(victim) >= commit, 20,
                what="the rebuilt replica caught up")
     have = check_every_job(c, victim, acked, named)
     assert have == jobs(c, lid)

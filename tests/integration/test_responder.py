@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from spurtest import TESTWORKER, http_get, wait_until
+from spurtest import TESTWORKER, http_get, recv_until_closed, wait_until
 
 # The responder's header timeout is min(health.idle_timeout_ms, 5000).
 IDLE_MS = 3000
@@ -143,12 +143,7 @@ def test_pipelined_stream_ending_with_a_partial_request(sup):
         # The second partial request never completes: 408 after the header timeout.
         t1 = time.monotonic()
         s.settimeout(IDLE_MS / 1000 + 3)
-        data = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = recv_until_closed(s)
         waited = time.monotonic() - t1
         assert data.startswith(b"HTTP/1.1 408 "), data
         assert b"Connection: close" in data

@@ -17,7 +17,7 @@ import pytest
 
 from spurtest import (RAFTD, SPURCTLD, TESTWORKER, KeepAliveClient, Poller, children_of,
                       free_port, http_get, is_gone, lock_is_free, port_is_free, proc_state,
-                      wait_until)
+                      recv_until_closed, wait_until)
 
 LINGER_MS = 800  # supervisor.exit_linger_ms: time to read the probes before exit
 
@@ -48,6 +48,14 @@ def wait_dead(pid, timeout=5.0):
     return time.monotonic()
 
 
+def warm_poller(sup, samples):
+    """A Poller on sup's /readyz, started, once it holds more than samples answers."""
+    poller = Poller(sup.health_port, "/readyz")
+    poller.start()
+    wait_until(lambda: len(poller.samples) > samples, 5, what="poller warm-up")
+    return poller
+
+
 def assert_no_200_after(poller, t_fault, slack=0.0):
     late = [s for s in poller.samples if s[0] > t_fault + slack and s[2] == 200]
     assert not late, f"{len(late)} x 200 after the fault, first: {late[0]}"
@@ -73,9 +81,7 @@ def test_worker_fault_makes_probes_fail_and_exit_70(sups, fault):
     wpid = sup.worker_pid()
     assert sup.probe() == ((200, "ok\n"), (200, "ok\n"))
 
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 20, 5, what="poller warm-up")
+    poller = warm_poller(sup, 20)
     if action is None:
         os.kill(wpid, signal.SIGKILL)
     else:
@@ -105,9 +111,7 @@ def test_sigstop_stalls_then_killed_after_kill_timeout(sups):
     sup = tw_sup(sups)
     sup.wait_ready()
     wpid = sup.worker_pid()
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 20, 5)
+    poller = warm_poller(sup, 20)
     t_stop = time.monotonic()
     os.kill(wpid, signal.SIGSTOP)
     stall_s = sup.cfg["supervisor"]["stall_timeout_ms"] / 1000
@@ -134,18 +138,30 @@ def _freeze(pids, sig):
         os.kill(p, sig)
 
 
-def test_whole_replica_pause_longer_than_kill_timeout_does_not_kill_the_worker(sups):
-    # A VM freeze, as SIGSTOP of supervisor, responder and the real worker together, for
-    # longer than kill_timeout_ms plus the second from SIGABRT to SIGKILL. The supervisor
-    # must see that it was frozen itself and not kill a worker that was frozen with it.
+def _start_and_freeze_the_whole_replica(sups):
+    """A ready supervisor with the real worker, then a VM freeze: SIGSTOP of supervisor,
+    responder and worker together, and a wait until all three are stopped. Returns (sup,
+    worker pid, responder pid); the caller thaws them, in the order its test is about."""
     sup = sups.start(sups.config())
     sup.wait_ready()
     wpid, rpid = sup.worker_pid(), sup.responder_pid()
-    kill_s = sup.cfg["supervisor"]["kill_timeout_ms"] / 1000
     group = [sup.pid, rpid, wpid]
     _freeze(group, signal.SIGSTOP)
     try:
         wait_until(lambda: all(proc_state(p) == "T" for p in group), 2, what="all stopped")
+    except BaseException:
+        _freeze(group, signal.SIGCONT)
+        raise
+    return sup, wpid, rpid
+
+
+def test_whole_replica_pause_longer_than_kill_timeout_does_not_kill_the_worker(sups):
+    # A VM freeze, as SIGSTOP of supervisor, responder and the real worker together, for
+    # longer than kill_timeout_ms plus the second from SIGABRT to SIGKILL. The supervisor
+    # must see that it was frozen itself and not kill a worker that was frozen with it.
+    sup, wpid, rpid = _start_and_freeze_the_whole_replica(sups)
+    kill_s = sup.cfg["supervisor"]["kill_timeout_ms"] / 1000
+    try:
         time.sleep(kill_s + 1.2)
     finally:
         # Supervisor and responder first; the worker a moment later, so the supervisor's
@@ -175,20 +191,15 @@ def test_responder_thawed_first_does_not_report_the_freeze_as_a_stall(sups):
     # The responder applies the pause rule to itself: thawed before the supervisor has
     # run (so the shared page still holds the frame time from before the freeze), its
     # first answer must not be "stalled". Before the rule it was.
-    sup = sups.start(sups.config())
-    sup.wait_ready()
-    wpid, rpid = sup.worker_pid(), sup.responder_pid()
+    sup, wpid, rpid = _start_and_freeze_the_whole_replica(sups)
     stall_s = sup.cfg["supervisor"]["stall_timeout_ms"] / 1000
-    group = [sup.pid, rpid, wpid]
-    _freeze(group, signal.SIGSTOP)
     try:
-        wait_until(lambda: all(proc_state(p) == "T" for p in group), 2, what="all stopped")
         time.sleep(stall_s + 0.5)
         os.kill(rpid, signal.SIGCONT)
         first = sup.get("/readyz")
         health = sup.get("/healthz")
     finally:
-        _freeze(group, signal.SIGCONT)
+        _freeze([sup.pid, rpid, wpid], signal.SIGCONT)
     assert first == (200, "ok\n"), first
     assert health == (200, "ok\n"), health
     sup.wait_ready(5)
@@ -248,9 +259,7 @@ def test_grandchild_holding_the_pipe_does_not_hide_the_death(sups, tmp_path):
     wpid = sup.worker_pid()
     gpid = int(wait_until(lambda: gpf.exists() and gpf.read_text().strip(), 5))
     assert os.path.exists(f"/proc/{gpid}/fd/3"), "the grandchild should hold the pipe"
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 20, 5)
+    poller = warm_poller(sup, 20)
     os.kill(wpid, signal.SIGKILL)
     t_fault = wait_dead(wpid)
     wait_word(sup, "/readyz", 503, "dead", timeout=1.0)
@@ -369,9 +378,7 @@ def test_sigterm_clean_exit_0_with_real_worker(sups):
     sup = sups.start(sups.config())
     sup.wait_ready()
     wpid = sup.worker_pid()
-    poller = Poller(sup.health_port, "/readyz")
-    poller.start()
-    wait_until(lambda: len(poller.samples) > 10, 5)
+    poller = warm_poller(sup, 10)
     t_term = time.monotonic()
     sup.signal(signal.SIGTERM)
     assert sup.wait_exit(10) == 0
@@ -497,12 +504,7 @@ def test_http_semantics(sups):
     # Keep-alive with pipelining: two answers on one connection.
     with socket.create_connection(("127.0.0.1", sup.health_port), timeout=2) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\n\r\nGET /readyz HTTP/1.1\r\nConnection: close\r\n\r\n")
-        data = b""
-        while True:
-            c = s.recv(4096)
-            if not c:
-                break
-            data += c
+        data = recv_until_closed(s)
         assert data.count(b"HTTP/1.1 200 OK") == 2
 
 
