@@ -127,22 +127,11 @@ struct transport {
     struct tconn *inbound;
     bool has_cluster;
     struct raft_config config;
-    uint64_t rng;
+    uint64_t rng; /* jitter_rand() state: reconnect back-off jitter, the resolver's seed */
     struct transport_stats stats;
 };
 
 /* ---- small helpers ---------------------------------------------------------------- */
-
-static uint64_t next_rand(struct transport *t)
-{
-    /* xorshift64*: jitter only, no cryptographic needs */
-    uint64_t x = t->rng ? t->rng : 0x9e3779b97f4a7c15ull;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    t->rng = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
 
 static struct tpeer *peer_find(const struct transport *t, raft_id id)
 {
@@ -537,7 +526,7 @@ static void schedule_redial(struct tpeer *p)
         return;
     uint32_t b = p->backoff_ms ? p->backoff_ms : BACKOFF_MIN_MS;
     /* +-25 % jitter so that peers restarted together do not dial in lockstep */
-    uint32_t jitter = (uint32_t)(next_rand(p->t) % (b / 2 + 1));
+    uint32_t jitter = (uint32_t)(jitter_rand(&p->t->rng) % (b / 2 + 1));
     uint32_t wait = b - b / 4 + jitter;
     struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
     evtimer_add(p->ev_redial, &tv);
@@ -885,7 +874,7 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->opt.listen = NULL;
     t->cb = *cb;
     t->rng = o->seed | 1;
-    struct resolver_options ro = {.seed = next_rand(t)};
+    struct resolver_options ro = {.seed = jitter_rand(&t->rng)};
     t->res = resolver_new(base, &ro, why, whylen);
     if (t->res == NULL) {
         free(t->cluster_name);
