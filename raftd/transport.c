@@ -341,6 +341,32 @@ static int take_handshake(struct transport *t, uint8_t *body, size_t len, raft_i
     return check_handshake(t, h, expected, why, whylen);
 }
 
+/*
+ * Decode one message frame of a handshaken connection (frees body) and hand it to the
+ * core when it comes from the peer the connection was handshaken with, is addressed to
+ * this replica and has a known type; any other message is counted as a bad frame and
+ * dropped. Both directions of a connection deliver through here. Returns RAFT_WIRE_OK, or
+ * the decoder's code for a frame that did not decode (counted too): the caller closes.
+ */
+static int deliver_message(struct transport *t, uint8_t *body, size_t len, raft_id from)
+{
+    struct raft_wire_msg m;
+    int rc = raft_wire_decode(body, len, t->cluster_name, &m);
+    free(body);
+    if (rc != RAFT_WIRE_OK) {
+        t->stats.bad_frames++;
+        return rc;
+    }
+    if (m.msg.from == from && m.msg.to == t->opt.self && m.msg.type <= RAFT_MSG_TYPE_MAX) {
+        t->stats.received_by_type[m.msg.type]++;
+        t->cb.on_message(t->cb.arg, &m.msg);
+    } else {
+        t->stats.bad_frames++;
+    }
+    raft_wire_msg_free(&m);
+    return RAFT_WIRE_OK;
+}
+
 static void out_read(struct bufferevent *bev, void *arg)
 {
     struct tconn *c = arg;
@@ -388,21 +414,10 @@ static void out_read(struct bufferevent *bev, void *arg)
             continue;
         }
         /* Peers send on their own connections; a message here is accepted all the same. */
-        struct raft_wire_msg m;
-        int rc = raft_wire_decode(body, len, t->cluster_name, &m);
-        free(body);
-        if (rc != RAFT_WIRE_OK) {
-            t->stats.bad_frames++;
+        if (deliver_message(t, body, len, p->id) != RAFT_WIRE_OK) {
             out_close(p, "undecodable message");
             return;
         }
-        if (m.msg.from == p->id && m.msg.to == t->opt.self && m.msg.type <= RAFT_MSG_TYPE_MAX) {
-            t->stats.received_by_type[m.msg.type]++;
-            t->cb.on_message(t->cb.arg, &m.msg);
-        } else {
-            t->stats.bad_frames++;
-        }
-        raft_wire_msg_free(&m);
     }
 }
 
@@ -699,25 +714,13 @@ static void in_read(struct bufferevent *bev, void *arg)
                 t->cb.on_peer(t->cb.arg, &info, true);
             continue;
         }
-        struct raft_wire_msg m;
-        int rc = raft_wire_decode(body, len, t->cluster_name, &m);
-        free(body);
+        int rc = deliver_message(t, body, len, c->remote_id);
         if (rc != RAFT_WIRE_OK) {
-            t->stats.bad_frames++;
             log_event(LOG_WARN, "transport", "undecodable message from a peer; closing",
                       "from=%s peer=%u why=%s", c->remote, c->remote_id, raft_wire_rc_name(rc));
             in_close(c);
             return;
         }
-        if (m.msg.from != c->remote_id || m.msg.to != t->opt.self ||
-            m.msg.type > RAFT_MSG_TYPE_MAX) {
-            t->stats.bad_frames++;
-            raft_wire_msg_free(&m);
-            continue;
-        }
-        t->stats.received_by_type[m.msg.type]++;
-        t->cb.on_message(t->cb.arg, &m.msg);
-        raft_wire_msg_free(&m);
     }
 }
 
