@@ -13,12 +13,12 @@
 #include "cfg.h"
 #include "frame_ev.h"
 #include "jobscript.h"
+#include "listener.h"
 #include "log.h"
 #include "netaddr.h"
 #include "wire.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -401,17 +401,17 @@ struct api_server *api_new(struct event_base *base, const struct api_options *o,
     if (s->opt.max_conns == 0)
         s->opt.max_conns = 4096;
     s->cluster_name = strdup(o->cluster_name);
+    if (s->cluster_name == NULL) {
+        snprintf(why, whylen, "%s: out of memory", o->listen);
+        free(s);
+        return NULL;
+    }
     s->opt.cluster_name = s->cluster_name;
     s->opt.listen = NULL;
     s->dispatch = dispatch;
     s->arg = arg;
-    s->listener = evconnlistener_new_bind(
-        base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-        1024, (struct sockaddr *)&ss, (int)sl);
-    if (s->listener == NULL || s->cluster_name == NULL) {
-        snprintf(why, whylen, "%s: bind: %s", o->listen, strerror(errno));
-        if (s->listener)
-            evconnlistener_free(s->listener);
+    s->listener = listener_bind(base, &ss, sl, 1024, on_accept, s, o->listen, why, whylen);
+    if (s->listener == NULL) {
         free(s->cluster_name);
         free(s);
         return NULL;

@@ -18,6 +18,7 @@
 
 #include "cfg.h"
 #include "frame_ev.h"
+#include "listener.h"
 #include "log.h"
 #include "netaddr.h"
 #include "raft_wire.h"
@@ -26,7 +27,6 @@
 #include "wire.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -872,6 +872,13 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->opt = *o;
     t->cluster_name = strdup(o->cluster_name);
     t->api_address = strdup(o->api_address ? o->api_address : "");
+    if (t->cluster_name == NULL || t->api_address == NULL) {
+        snprintf(why, whylen, "out of memory");
+        free(t->cluster_name);
+        free(t->api_address);
+        free(t);
+        return NULL;
+    }
     t->opt.cluster_name = t->cluster_name;
     t->opt.api_address = t->api_address;
     t->opt.listen = NULL;
@@ -885,13 +892,10 @@ struct transport *transport_new(struct event_base *base, const struct transport_
         free(t);
         return NULL;
     }
-    t->listener = evconnlistener_new_bind(
-        base, on_accept, t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-        128, (struct sockaddr *)&ss, (int)sl);
-    if (t->listener == NULL || t->cluster_name == NULL || t->api_address == NULL) {
-        snprintf(why, whylen, "raft.listen %s: bind: %s", o->listen, strerror(errno));
-        if (t->listener)
-            evconnlistener_free(t->listener);
+    char what[300];
+    snprintf(what, sizeof(what), "raft.listen %s", o->listen);
+    t->listener = listener_bind(base, &ss, sl, 128, on_accept, t, what, why, whylen);
+    if (t->listener == NULL) {
         resolver_free(t->res);
         free(t->cluster_name);
         free(t->api_address);
