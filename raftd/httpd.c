@@ -142,9 +142,8 @@ static void httpd_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct
         return;
     }
     c->h = h;
-    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = listener_wrap(l, fd, false);
     if (c->bev == NULL) {
-        evutil_closesocket(fd);
         free(c);
         return;
     }

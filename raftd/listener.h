@@ -12,13 +12,20 @@
  *   - a failure is named the same way everywhere: "WHAT: bind: <strerror>", WHAT being the
  *     address as the caller's configuration wrote it.
  *
+ *   - an accepted connection becomes a bufferevent that owns its socket (closed when the
+ *     bufferevent is freed), or, when libevent cannot allocate one, the socket is closed
+ *     at once: no accepted descriptor leaks on any path.
+ *
  * Ownership: the returned listener belongs to the caller, who frees it with
- * evconnlistener_free(); the address is only read.
+ * evconnlistener_free(); the address is only read. The bufferevent of an accepted
+ * connection belongs to the caller, and it owns the socket.
  */
 #ifndef SPUR_LISTENER_H
 #define SPUR_LISTENER_H
 
+#include <event2/bufferevent.h>
 #include <event2/listener.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -30,5 +37,13 @@
 struct evconnlistener *listener_bind(struct event_base *base, const struct sockaddr_storage *ss,
                                      socklen_t sl, int backlog, evconnlistener_cb cb, void *arg,
                                      const char *what, char *why, size_t whylen);
+
+/*
+ * Wrap fd, just accepted by l, in a bufferevent on l's event base that closes fd when
+ * freed, with TCP_NODELAY set first when nodelay (the protocols whose small frames must
+ * not wait for Nagle: the client API's replies, the peers' messages). Returns NULL, with
+ * fd closed, when the bufferevent cannot be made.
+ */
+struct bufferevent *listener_wrap(struct evconnlistener *l, evutil_socket_t fd, bool nodelay);
 
 #endif

@@ -759,11 +759,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         port = ntohs(((struct sockaddr_in6 *)sa)->sin6_port);
     }
     snprintf(c->remote, sizeof(c->remote), "%s:%u", host, port);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = listener_wrap(l, fd, true);
     if (c->bev == NULL) {
-        evutil_closesocket(fd);
         free(c);
         return;
     }
