@@ -397,19 +397,18 @@ struct api_server *api_new(struct event_base *base, const struct api_options *o,
     if (s->opt.max_conns == 0)
         s->opt.max_conns = 4096;
     s->cluster_name = strdup(o->cluster_name);
-    if (s->cluster_name == NULL) {
-        snprintf(why, whylen, "%s: out of memory", o->listen);
-        free(s);
-        return NULL;
-    }
     s->opt.cluster_name = s->cluster_name;
     s->opt.listen = NULL;
     s->dispatch = dispatch;
     s->arg = arg;
+    if (s->cluster_name == NULL) {
+        snprintf(why, whylen, "%s: out of memory", o->listen);
+        api_free(s);
+        return NULL;
+    }
     s->listener = listener_bind(base, &ss, sl, 1024, on_accept, s, o->listen, why, whylen);
     if (s->listener == NULL) {
-        free(s->cluster_name);
-        free(s);
+        api_free(s);
         return NULL;
     }
     return s;
@@ -421,7 +420,8 @@ void api_free(struct api_server *s)
         return;
     while (s->head)
         conn_close(s->head);
-    evconnlistener_free(s->listener);
+    if (s->listener) /* NULL: api_new() failed before binding */
+        evconnlistener_free(s->listener);
     free(s->cluster_name);
     free(s);
 }

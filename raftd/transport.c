@@ -869,34 +869,27 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->opt = *o;
     t->cluster_name = strdup(o->cluster_name);
     t->api_address = strdup(o->api_address ? o->api_address : "");
-    if (t->cluster_name == NULL || t->api_address == NULL) {
-        snprintf(why, whylen, "out of memory");
-        free(t->cluster_name);
-        free(t->api_address);
-        free(t);
-        return NULL;
-    }
     t->opt.cluster_name = t->cluster_name;
     t->opt.api_address = t->api_address;
     t->opt.listen = NULL;
     t->cb = *cb;
     t->rng = o->seed | 1;
+    if (t->cluster_name == NULL || t->api_address == NULL) {
+        snprintf(why, whylen, "out of memory");
+        transport_free(t);
+        return NULL;
+    }
     struct resolver_options ro = {.seed = jitter_rand(&t->rng)};
     t->res = resolver_new(base, &ro, why, whylen);
     if (t->res == NULL) {
-        free(t->cluster_name);
-        free(t->api_address);
-        free(t);
+        transport_free(t);
         return NULL;
     }
     char what[300];
     snprintf(what, sizeof(what), "raft.listen %s", o->listen);
     t->listener = listener_bind(base, &ss, sl, 128, on_accept, t, what, why, whylen);
     if (t->listener == NULL) {
-        resolver_free(t->res);
-        free(t->cluster_name);
-        free(t->api_address);
-        free(t);
+        transport_free(t);
         return NULL;
     }
     return t;
@@ -922,7 +915,8 @@ void transport_free(struct transport *t)
         free(p);
     }
     resolver_free(t->res); /* after the peers: their waits are cancelled */
-    evconnlistener_free(t->listener);
+    if (t->listener) /* NULL: transport_new() failed before binding */
+        evconnlistener_free(t->listener);
     free(t->cluster_name);
     free(t->api_address);
     free(t);
