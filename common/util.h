@@ -1,5 +1,5 @@
 /*
- * util.h - small helpers every program shares: clocks, fd flags, exit codes.
+ * util.h - small helpers every program shares: clocks, fd flags, exit codes, jitter.
  *
  * The exit codes are sysexits.h values with the meanings DESIGN.md section 4 gives them;
  * they are repeated here as names so a reader of a call site sees the contract, not a
@@ -37,5 +37,13 @@ void describe_wait_status(int status, char *buf, size_t len);
 
 /* Write all of buf, retrying on EINTR; returns 0 or -1 (errno set). */
 int write_all(int fd, const void *buf, size_t len);
+
+/*
+ * The next number of a xorshift64* sequence kept in *state (advanced). For jitter only:
+ * retry delays that must not march in step; nothing cryptographic. A zero state (never a
+ * fixed point of xorshift) starts from a fixed odd constant, so a zero seed still works.
+ * The same seed gives the same sequence, which is what makes a test's delays repeatable.
+ */
+uint64_t jitter_rand(uint64_t *state);
 
 #endif

@@ -13,17 +13,16 @@
 #include "cfg.h"
 #include "frame_ev.h"
 #include "jobscript.h"
+#include "listener.h"
 #include "log.h"
 #include "netaddr.h"
 #include "wire.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,11 +365,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
     else if (sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = listener_wrap(l, fd, true);
     if (c->bev == NULL) {
-        evutil_closesocket(fd);
         free(c);
         return;
     }
@@ -405,15 +401,14 @@ struct api_server *api_new(struct event_base *base, const struct api_options *o,
     s->opt.listen = NULL;
     s->dispatch = dispatch;
     s->arg = arg;
-    s->listener = evconnlistener_new_bind(
-        base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-        1024, (struct sockaddr *)&ss, (int)sl);
-    if (s->listener == NULL || s->cluster_name == NULL) {
-        snprintf(why, whylen, "%s: bind: %s", o->listen, strerror(errno));
-        if (s->listener)
-            evconnlistener_free(s->listener);
-        free(s->cluster_name);
-        free(s);
+    if (s->cluster_name == NULL) {
+        snprintf(why, whylen, "%s: out of memory", o->listen);
+        api_free(s);
+        return NULL;
+    }
+    s->listener = listener_bind(base, &ss, sl, 1024, on_accept, s, o->listen, why, whylen);
+    if (s->listener == NULL) {
+        api_free(s);
         return NULL;
     }
     return s;
@@ -425,7 +420,8 @@ void api_free(struct api_server *s)
         return;
     while (s->head)
         conn_close(s->head);
-    evconnlistener_free(s->listener);
+    if (s->listener) /* NULL: api_new() failed before binding */
+        evconnlistener_free(s->listener);
     free(s->cluster_name);
     free(s);
 }

@@ -4,9 +4,9 @@
 #include "httpd.h"
 
 #include "http.h"
+#include "listener.h"
 #include "netaddr.h"
 
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -142,9 +142,8 @@ static void httpd_on_accept(struct evconnlistener *l, evutil_socket_t fd, struct
         return;
     }
     c->h = h;
-    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = listener_wrap(l, fd, false);
     if (c->bev == NULL) {
-        evutil_closesocket(fd);
         free(c);
         return;
     }
@@ -177,11 +176,8 @@ struct httpd *httpd_new(struct event_base *base, const char *bind, uint32_t port
     }
     h->handler = handler;
     h->arg = arg;
-    h->listener = evconnlistener_new_bind(
-        base, httpd_on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-        64, (struct sockaddr *)&ss, (int)sl);
+    h->listener = listener_bind(base, &ss, sl, 64, httpd_on_accept, h, addr, why, whylen);
     if (h->listener == NULL) {
-        snprintf(why, whylen, "%s: bind: %s", addr, strerror(errno));
         free(h);
         return NULL;
     }

@@ -16,14 +16,32 @@
 
 #include <string.h>
 
+/* The two comment lines that open every metric family of the Prometheus text format. */
+static void family(struct buf *b, const char *name, const char *type, const char *help)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static void gauge(struct buf *b, const char *name, const char *help, double v)
 {
-    buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+    family(b, name, "gauge", help);
+    buf_printf(b, "%s %.17g\n", name, v);
 }
 
 static void counter(struct buf *b, const char *name, const char *help, double v)
 {
-    buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %.17g\n", name, help, name, name, v);
+    family(b, name, "counter", help);
+    buf_printf(b, "%s %.17g\n", name, v);
+}
+
+/* A counter family with one series per Raft message type, labelled with the type's name. */
+static void counter_by_msg_type(struct buf *b, const char *name, const char *help,
+                                const uint64_t by_type[RAFT_MSG_TYPE_MAX + 1])
+{
+    family(b, name, "counter", help);
+    for (int t = 1; t <= RAFT_MSG_TYPE_MAX; t++)
+        buf_printf(b, "%s{type=\"%s\"} %llu\n", name, raft_msg_type_name(t),
+                   (unsigned long long)by_type[t]);
 }
 
 static void render(const struct node_metrics *m, struct buf *b)
@@ -38,8 +56,7 @@ static void render(const struct node_metrics *m, struct buf *b)
 
     gauge(b, "spur_raft_node_id", "This replica's Raft node id.", n->id);
     gauge(b, "spur_raft_term", "Current Raft term.", (double)rs.term);
-    buf_printf(b, "# HELP spur_raft_role Raft role of this replica (1 for the current one).\n"
-                  "# TYPE spur_raft_role gauge\n");
+    family(b, "spur_raft_role", "gauge", "Raft role of this replica (1 for the current one).");
     for (int r = RAFT_FOLLOWER; r <= RAFT_LEARNER; r++) /* the core's order */
         buf_printf(b, "spur_raft_role{role=\"%s\"} %d\n",
                    names_role(node_status_role((uint8_t)r)), n->raft && rs.role == r ? 1 : 0);
@@ -88,8 +105,7 @@ static void render(const struct node_metrics *m, struct buf *b)
     gauge(b, "spur_raft_log_segments", "Log segment files on disk.", (double)sm.segments);
     counter(b, "spur_storage_group_commits_total", "Group commits by the log writer.",
             (double)sm.group_commits);
-    buf_printf(b, "# HELP spur_storage_fsync_seconds Latency of fsync/fdatasync calls.\n"
-                  "# TYPE spur_storage_fsync_seconds histogram\n");
+    family(b, "spur_storage_fsync_seconds", "histogram", "Latency of fsync/fdatasync calls.");
     uint64_t cum = 0;
     for (int i = 0; i < STORAGE_FSYNC_BUCKETS - 1; i++) {
         cum += sm.fsync_bucket[i];
@@ -104,24 +120,18 @@ static void render(const struct node_metrics *m, struct buf *b)
 
     struct transport_stats ts;
     transport_get_stats(n->tr, &ts);
-    buf_printf(b, "# HELP spur_raft_messages_sent_total Raft messages sent, by type.\n"
-                  "# TYPE spur_raft_messages_sent_total counter\n");
-    for (int t = 1; t <= RAFT_MSG_TYPE_MAX; t++)
-        buf_printf(b, "spur_raft_messages_sent_total{type=\"%s\"} %llu\n", raft_msg_type_name(t),
-                   (unsigned long long)ts.sent_by_type[t]);
-    buf_printf(b, "# HELP spur_raft_messages_received_total Raft messages received, by type.\n"
-                  "# TYPE spur_raft_messages_received_total counter\n");
-    for (int t = 1; t <= RAFT_MSG_TYPE_MAX; t++)
-        buf_printf(b, "spur_raft_messages_received_total{type=\"%s\"} %llu\n",
-                   raft_msg_type_name(t), (unsigned long long)ts.received_by_type[t]);
+    counter_by_msg_type(b, "spur_raft_messages_sent_total", "Raft messages sent, by type.",
+                        ts.sent_by_type);
+    counter_by_msg_type(b, "spur_raft_messages_received_total",
+                        "Raft messages received, by type.", ts.received_by_type);
     counter(b, "spur_raft_messages_dropped_total",
             "Raft messages dropped (peer unknown, down or backed up).", (double)ts.dropped);
     counter(b, "spur_raft_peer_refused_total",
             "Peer handshakes refused (other cluster, version or id).", (double)ts.refused);
     counter(b, "spur_raft_bad_frames_total", "Undecodable or oversized peer frames.",
             (double)ts.bad_frames);
-    buf_printf(b, "# HELP spur_raft_peer_connected 1 when a handshaken connection to the peer "
-                  "is up.\n# TYPE spur_raft_peer_connected gauge\n");
+    family(b, "spur_raft_peer_connected", "gauge",
+           "1 when a handshaken connection to the peer is up.");
     const struct raft_config *c = n->raft ? raft_get_config(n->raft) : NULL;
     for (uint32_t i = 0; c && i < c->n; i++)
         if (c->members[i].id != n->id)
@@ -150,13 +160,11 @@ static void render(const struct node_metrics *m, struct buf *b)
 
     struct fsm_stats fs;
     fsm_stats(n->fsm, &fs);
-    buf_printf(b, "# HELP spur_jobs Jobs held in the replicated state, by state.\n"
-                  "# TYPE spur_jobs gauge\n");
+    family(b, "spur_jobs", "gauge", "Jobs held in the replicated state, by state.");
     for (int i = 1; i < FSM_JOB_NSTATES; i++)
         buf_printf(b, "spur_jobs{state=\"%s\"} %llu\n", names_job_state_label(i),
                    (unsigned long long)fs.jobs_by_state[i]);
-    buf_printf(b, "# HELP spur_nodes Nodes in the replicated state, by state.\n"
-                  "# TYPE spur_nodes gauge\n");
+    family(b, "spur_nodes", "gauge", "Nodes in the replicated state, by state.");
     for (int i = 1; i < FSM_NODE_NSTATES; i++)
         buf_printf(b, "spur_nodes{state=\"%s\"} %llu\n", names_node_state_long(i),
                    (unsigned long long)fs.nodes_by_state[i]);

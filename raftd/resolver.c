@@ -224,19 +224,8 @@ struct resolver {
     char *hosts_file;
     struct resolver_entry *entries;
     size_t nentries;
-    uint64_t rng;
+    uint64_t rng; /* jitter_rand() state: retry jitter */
 };
-
-static uint64_t next_rand(struct resolver *r)
-{
-    /* xorshift64*: jitter only */
-    uint64_t x = r->rng ? r->rng : 0x9e3779b97f4a7c15ull;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    r->rng = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
 
 static void format_ip(const struct sockaddr_storage *a, char *out, size_t outlen)
 {
@@ -422,7 +411,7 @@ static void lookup_finished(struct resolver_entry *e)
     }
     const char *why = lookup_error(e);
     snprintf(e->last_err, sizeof(e->last_err), "%s", why);
-    resolver_policy_failed(&e->pol, now, next_rand(r));
+    resolver_policy_failed(&e->pol, now, jitter_rand(&r->rng));
     snprintf(what, sizeof(what), "fail %s", why);
     if (log_changed(e, what)) {
         char ip[INET6_ADDRSTRLEN] = "none";
@@ -498,7 +487,7 @@ static int lookup_start(struct resolver *r, struct resolver_entry *e)
         e->pending--;
     if (e->pending == 0) {
         snprintf(e->last_err, sizeof(e->last_err), "cannot send a DNS query");
-        resolver_policy_failed(&e->pol, mono_ms(), next_rand(r));
+        resolver_policy_failed(&e->pol, mono_ms(), jitter_rand(&r->rng));
         return -1;
     }
     return 0;

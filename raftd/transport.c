@@ -18,6 +18,7 @@
 
 #include "cfg.h"
 #include "frame_ev.h"
+#include "listener.h"
 #include "log.h"
 #include "netaddr.h"
 #include "raft_wire.h"
@@ -26,7 +27,6 @@
 #include "wire.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -127,22 +127,11 @@ struct transport {
     struct tconn *inbound;
     bool has_cluster;
     struct raft_config config;
-    uint64_t rng;
+    uint64_t rng; /* jitter_rand() state: reconnect back-off jitter, the resolver's seed */
     struct transport_stats stats;
 };
 
 /* ---- small helpers ---------------------------------------------------------------- */
-
-static uint64_t next_rand(struct transport *t)
-{
-    /* xorshift64*: jitter only, no cryptographic needs */
-    uint64_t x = t->rng ? t->rng : 0x9e3779b97f4a7c15ull;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    t->rng = x;
-    return x * 0x2545f4914f6cdd1dull;
-}
 
 static struct tpeer *peer_find(const struct transport *t, raft_id id)
 {
@@ -352,6 +341,32 @@ static int take_handshake(struct transport *t, uint8_t *body, size_t len, raft_i
     return check_handshake(t, h, expected, why, whylen);
 }
 
+/*
+ * Decode one message frame of a handshaken connection (frees body) and hand it to the
+ * core when it comes from the peer the connection was handshaken with, is addressed to
+ * this replica and has a known type; any other message is counted as a bad frame and
+ * dropped. Both directions of a connection deliver through here. Returns RAFT_WIRE_OK, or
+ * the decoder's code for a frame that did not decode (counted too): the caller closes.
+ */
+static int deliver_message(struct transport *t, uint8_t *body, size_t len, raft_id from)
+{
+    struct raft_wire_msg m;
+    int rc = raft_wire_decode(body, len, t->cluster_name, &m);
+    free(body);
+    if (rc != RAFT_WIRE_OK) {
+        t->stats.bad_frames++;
+        return rc;
+    }
+    if (m.msg.from == from && m.msg.to == t->opt.self && m.msg.type <= RAFT_MSG_TYPE_MAX) {
+        t->stats.received_by_type[m.msg.type]++;
+        t->cb.on_message(t->cb.arg, &m.msg);
+    } else {
+        t->stats.bad_frames++;
+    }
+    raft_wire_msg_free(&m);
+    return RAFT_WIRE_OK;
+}
+
 static void out_read(struct bufferevent *bev, void *arg)
 {
     struct tconn *c = arg;
@@ -399,21 +414,10 @@ static void out_read(struct bufferevent *bev, void *arg)
             continue;
         }
         /* Peers send on their own connections; a message here is accepted all the same. */
-        struct raft_wire_msg m;
-        int rc = raft_wire_decode(body, len, t->cluster_name, &m);
-        free(body);
-        if (rc != RAFT_WIRE_OK) {
-            t->stats.bad_frames++;
+        if (deliver_message(t, body, len, p->id) != RAFT_WIRE_OK) {
             out_close(p, "undecodable message");
             return;
         }
-        if (m.msg.from == p->id && m.msg.to == t->opt.self && m.msg.type <= RAFT_MSG_TYPE_MAX) {
-            t->stats.received_by_type[m.msg.type]++;
-            t->cb.on_message(t->cb.arg, &m.msg);
-        } else {
-            t->stats.bad_frames++;
-        }
-        raft_wire_msg_free(&m);
     }
 }
 
@@ -537,7 +541,7 @@ static void schedule_redial(struct tpeer *p)
         return;
     uint32_t b = p->backoff_ms ? p->backoff_ms : BACKOFF_MIN_MS;
     /* +-25 % jitter so that peers restarted together do not dial in lockstep */
-    uint32_t jitter = (uint32_t)(next_rand(p->t) % (b / 2 + 1));
+    uint32_t jitter = (uint32_t)(jitter_rand(&p->t->rng) % (b / 2 + 1));
     uint32_t wait = b - b / 4 + jitter;
     struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
     evtimer_add(p->ev_redial, &tv);
@@ -710,25 +714,13 @@ static void in_read(struct bufferevent *bev, void *arg)
                 t->cb.on_peer(t->cb.arg, &info, true);
             continue;
         }
-        struct raft_wire_msg m;
-        int rc = raft_wire_decode(body, len, t->cluster_name, &m);
-        free(body);
+        int rc = deliver_message(t, body, len, c->remote_id);
         if (rc != RAFT_WIRE_OK) {
-            t->stats.bad_frames++;
             log_event(LOG_WARN, "transport", "undecodable message from a peer; closing",
                       "from=%s peer=%u why=%s", c->remote, c->remote_id, raft_wire_rc_name(rc));
             in_close(c);
             return;
         }
-        if (m.msg.from != c->remote_id || m.msg.to != t->opt.self ||
-            m.msg.type > RAFT_MSG_TYPE_MAX) {
-            t->stats.bad_frames++;
-            raft_wire_msg_free(&m);
-            continue;
-        }
-        t->stats.received_by_type[m.msg.type]++;
-        t->cb.on_message(t->cb.arg, &m.msg);
-        raft_wire_msg_free(&m);
     }
 }
 
@@ -767,11 +759,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         port = ntohs(((struct sockaddr_in6 *)sa)->sin6_port);
     }
     snprintf(c->remote, sizeof(c->remote), "%s:%u", host, port);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    c->bev = listener_wrap(l, fd, true);
     if (c->bev == NULL) {
-        evutil_closesocket(fd);
         free(c);
         return;
     }
@@ -885,25 +874,22 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     t->opt.listen = NULL;
     t->cb = *cb;
     t->rng = o->seed | 1;
-    struct resolver_options ro = {.seed = next_rand(t)};
-    t->res = resolver_new(base, &ro, why, whylen);
-    if (t->res == NULL) {
-        free(t->cluster_name);
-        free(t->api_address);
-        free(t);
+    if (t->cluster_name == NULL || t->api_address == NULL) {
+        snprintf(why, whylen, "out of memory");
+        transport_free(t);
         return NULL;
     }
-    t->listener = evconnlistener_new_bind(
-        base, on_accept, t, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-        128, (struct sockaddr *)&ss, (int)sl);
-    if (t->listener == NULL || t->cluster_name == NULL || t->api_address == NULL) {
-        snprintf(why, whylen, "raft.listen %s: bind: %s", o->listen, strerror(errno));
-        if (t->listener)
-            evconnlistener_free(t->listener);
-        resolver_free(t->res);
-        free(t->cluster_name);
-        free(t->api_address);
-        free(t);
+    struct resolver_options ro = {.seed = jitter_rand(&t->rng)};
+    t->res = resolver_new(base, &ro, why, whylen);
+    if (t->res == NULL) {
+        transport_free(t);
+        return NULL;
+    }
+    char what[300];
+    snprintf(what, sizeof(what), "raft.listen %s", o->listen);
+    t->listener = listener_bind(base, &ss, sl, 128, on_accept, t, what, why, whylen);
+    if (t->listener == NULL) {
+        transport_free(t);
         return NULL;
     }
     return t;
@@ -929,7 +915,8 @@ void transport_free(struct transport *t)
         free(p);
     }
     resolver_free(t->res); /* after the peers: their waits are cancelled */
-    evconnlistener_free(t->listener);
+    if (t->listener) /* NULL: transport_new() failed before binding */
+        evconnlistener_free(t->listener);
     free(t->cluster_name);
     free(t->api_address);
     free(t);

@@ -384,37 +384,6 @@ static int cmd_cancel(struct fsm *f, const Spur__Api__JobIdRequest *req, struct 
     return FSM_OK;
 }
 
-static bool str_in(const char *s, char *const *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s, PB_STR(v[i])) == 0)
-            return true;
-    return false;
-}
-
-static bool state_in(int state, const Spur__Api__JobState *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if ((int)v[i] == state)
-            return true;
-    return false;
-}
-
-/* Whether a job passes the non-id filters of scancel (each given filter must match). */
-static bool cancel_filter_match(const struct fsm_job *job, const Spur__Api__CancelJobsRequest *q)
-{
-    return (q->n_users == 0 || str_in(job->user, q->users, q->n_users)) &&
-           (q->n_states == 0 || state_in(job->state, q->states, q->n_states)) &&
-           (q->n_names == 0 || str_in(job->name, q->names, q->n_names)) &&
-           (q->n_partitions == 0 || str_in(job->partition, q->partitions, q->n_partitions));
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : (x > y);
-}
-
 static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
                            struct fsm_cmd_result *r)
 {
@@ -429,22 +398,30 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
             return FSM_OK;
         }
     }
+    /* The non-id filters of scancel: each given filter must match. */
+    const struct fsm_job_filter flt = {
+        .users = q->users,
+        .n_users = q->n_users,
+        .states = q->states,
+        .n_states = q->n_states,
+        .names = q->names,
+        .n_names = q->n_names,
+        .partitions = q->partitions,
+        .n_partitions = q->n_partitions,
+    };
     r->kind = FSM_RES_CANCEL;
     if (q->n_ids > 0) {
-        /* Each id once, in ascending order, whatever the request's order. */
         uint64_t *ids = malloc(q->n_ids * sizeof(*ids));
         if (ids == NULL)
             return FSM_ENOMEM;
         memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
-        qsort(ids, q->n_ids, sizeof(*ids), cmp_u64);
+        size_t nids = fsm_jobs_sort_ids(ids, q->n_ids);
         int rc = FSM_OK;
-        for (size_t i = 0; i < q->n_ids && rc == FSM_OK; i++) {
-            if (i > 0 && ids[i] == ids[i - 1])
-                continue;
+        for (size_t i = 0; i < nids && rc == FSM_OK; i++) {
             struct fsm_job *job = fsm_jobs_find(&f->jobs, ids[i]);
             if (job == NULL) {
                 rc = idlist_push(&r->not_found, ids[i]);
-            } else if (!cancel_filter_match(job, q)) {
+            } else if (!fsm_job_filter_match(job, &flt)) {
                 continue; /* named, but another filter excludes it: left alone */
             } else if (fsm_job_state_final(job->state)) {
                 rc = idlist_push(&r->already_done, ids[i]);
@@ -459,7 +436,7 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
     }
     for (size_t i = 0; i < f->jobs.norder; i++) {
         struct fsm_job *job = f->jobs.order[i];
-        if (job == NULL || fsm_job_state_final(job->state) || !cancel_filter_match(job, q))
+        if (job == NULL || fsm_job_state_final(job->state) || !fsm_job_filter_match(job, &flt))
             continue;
         if (idlist_push(&r->cancelled, job->id) != 0)
             return FSM_ENOMEM;

@@ -320,3 +320,45 @@ int fsm_jobs_link_finished(struct fsm_jobs *j)
     free(v);
     return 0;
 }
+
+static bool str_in(const char *s, char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, PB_STR(v[i])) == 0)
+            return true;
+    return false;
+}
+
+static bool state_in(int state, const Spur__Api__JobState *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((int)v[i] == state)
+            return true;
+    return false;
+}
+
+bool fsm_job_filter_match(const struct fsm_job *job, const struct fsm_job_filter *flt)
+{
+    return (flt->n_users == 0 || str_in(job->user, flt->users, flt->n_users)) &&
+           (flt->n_states == 0 || state_in(job->state, flt->states, flt->n_states)) &&
+           (flt->n_names == 0 || str_in(job->name, flt->names, flt->n_names)) &&
+           (flt->n_partitions == 0 || str_in(job->partition, flt->partitions, flt->n_partitions));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : (x > y);
+}
+
+size_t fsm_jobs_sort_ids(uint64_t *ids, size_t n)
+{
+    if (n == 0)
+        return 0;
+    qsort(ids, n, sizeof(*ids), cmp_u64);
+    size_t k = 1;
+    for (size_t i = 1; i < n; i++)
+        if (ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    return k;
+}

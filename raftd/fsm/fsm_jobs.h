@@ -144,4 +144,30 @@ int fsm_jobs_link_finished(struct fsm_jobs *j);
  */
 void fsm_job_fill_spec(const struct fsm_job *job, Spur__Api__JobSpec *spec, bool full);
 
+/*
+ * The filters squeue and scancel share (GetJobsRequest and CancelJobsRequest carry the
+ * same four lists): a job passes when every non-empty list holds its value; an empty list
+ * lets every job through, so a zeroed filter matches all jobs. The lists are borrowed
+ * from the request.
+ */
+struct fsm_job_filter {
+    char *const *users;
+    size_t n_users;
+    const Spur__Api__JobState *states;
+    size_t n_states;
+    char *const *names;
+    size_t n_names;
+    char *const *partitions;
+    size_t n_partitions;
+};
+
+bool fsm_job_filter_match(const struct fsm_job *job, const struct fsm_job_filter *flt);
+
+/*
+ * Sort the job ids a request names in ascending order and drop repeats, in place, so each
+ * named job is handled once and in id order whatever the request's order. Returns how
+ * many distinct ids lead the array.
+ */
+size_t fsm_jobs_sort_ids(uint64_t *ids, size_t n);
+
 #endif

@@ -66,30 +66,6 @@ static int nomem(struct fsm_read *out)
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
-static bool str_in(const char *s, char *const *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s, PB_STR(v[i])) == 0)
-            return true;
-    return false;
-}
-
-static bool job_matches(const struct fsm_job *job, const Spur__Api__GetJobsRequest *q)
-{
-    if (q == NULL)
-        return true;
-    if (q->n_states > 0) {
-        bool hit = false;
-        for (size_t i = 0; i < q->n_states && !hit; i++)
-            hit = (int)q->states[i] == job->state;
-        if (!hit)
-            return false;
-    }
-    return (q->n_users == 0 || str_in(job->user, q->users, q->n_users)) &&
-           (q->n_partitions == 0 || str_in(job->partition, q->partitions, q->n_partitions)) &&
-           (q->n_names == 0 || str_in(job->name, q->names, q->n_names));
-}
-
 static void fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__Job *out,
                      Spur__Api__JobSpec *spec, bool full, struct fsm_fit_cache *cache)
 {
@@ -111,12 +87,6 @@ static void fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : (x > y);
-}
-
 /*
  * The jobs an answer lists, in id order: those named by id (each once), or all; only
  * the ones every filter lets through. Returns the count, with *v in the arena.
@@ -124,6 +94,18 @@ static int cmp_u64(const void *a, const void *b)
 static int select_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *q, struct fsm_arena *a,
                        const struct fsm_job ***v, size_t *n)
 {
+    struct fsm_job_filter flt = {0}; /* no request: every job */
+    if (q != NULL)
+        flt = (struct fsm_job_filter){
+            .users = q->users,
+            .n_users = q->n_users,
+            .states = q->states,
+            .n_states = q->n_states,
+            .names = q->names,
+            .n_names = q->n_names,
+            .partitions = q->partitions,
+            .n_partitions = q->n_partitions,
+        };
     size_t max = q != NULL && q->n_ids > 0 ? q->n_ids : f->jobs.count;
     const struct fsm_job **sel = fsm_arena_alloc(a, max ? max : 1, sizeof(*sel));
     if (sel == NULL)
@@ -134,18 +116,16 @@ static int select_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *q, 
         if (ids == NULL)
             return FSM_ENOMEM;
         memcpy(ids, q->ids, q->n_ids * sizeof(*ids));
-        qsort(ids, q->n_ids, sizeof(*ids), cmp_u64);
-        for (size_t i = 0; i < q->n_ids; i++) {
-            if (i > 0 && ids[i] == ids[i - 1])
-                continue;
+        size_t nids = fsm_jobs_sort_ids(ids, q->n_ids);
+        for (size_t i = 0; i < nids; i++) {
             const struct fsm_job *job = fsm_jobs_find(&f->jobs, ids[i]);
-            if (job != NULL && job_matches(job, q))
+            if (job != NULL && fsm_job_filter_match(job, &flt))
                 sel[k++] = job;
         }
     } else {
         for (size_t i = 0; i < f->jobs.norder; i++) {
             const struct fsm_job *job = f->jobs.order[i];
-            if (job != NULL && job_matches(job, q))
+            if (job != NULL && fsm_job_filter_match(job, &flt))
                 sel[k++] = job;
         }
     }

@@ -8,12 +8,14 @@
  * second job, a stale seq is refused, expiry and eviction follow the log); retention by
  * log time; garbage entries and garbage snapshots never crash a replica; snapshots round
  * trip bit for bit and a failed restore leaves the state alone; and a random log replayed
- * on a fresh state machine, or on one restored mid-way, ends in the same bytes.
+ * on a fresh state machine, or on one restored mid-way, ends in the same bytes. Among
+ * the internals: the job filter and the id sort that squeue and scancel share.
  */
 #include "cfg.h"
 #include "check_run.h"
 #include "controller.h"
 #include "fsm.h"
+#include "fsm_jobs.h"
 #include "fsm_map.h"
 
 #include <check.h>
@@ -2137,6 +2139,97 @@ START_TEST(test_map_churn)
 }
 END_TEST
 
+/*
+ * The job-table helpers squeue and scancel share: fsm_jobs_sort_ids() leaves each named id
+ * once, ascending, whatever the order and repeats of the request.
+ */
+START_TEST(test_jobs_sort_ids)
+{
+    static const struct {
+        uint64_t in[6];
+        size_t n;
+        uint64_t want[6];
+        size_t nwant;
+    } t[] = {
+        {{0}, 0, {0}, 0},
+        {{7}, 1, {7}, 1},
+        {{5, 3, 5, 1, 3}, 5, {1, 3, 5}, 3},
+        {{9, 9, 9}, 3, {9}, 1},
+        {{4, 3, 2, 1}, 4, {1, 2, 3, 4}, 4},
+        {{UINT64_MAX, 0, UINT64_MAX, 2, 0, 1}, 6, {0, 1, 2, UINT64_MAX}, 4},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        uint64_t ids[6];
+        for (size_t k = 0; k < t[i].n; k++)
+            ids[k] = t[i].in[k];
+        ck_assert_uint_eq(fsm_jobs_sort_ids(ids, t[i].n), t[i].nwant);
+        for (size_t k = 0; k < t[i].nwant; k++)
+            ck_assert_uint_eq(ids[k], t[i].want[k]);
+    }
+}
+END_TEST
+
+/*
+ * fsm_job_filter_match() lets a job through only when every non-empty list holds its
+ * value; an empty list (a zeroed filter included) matches any job.
+ */
+START_TEST(test_job_filter_match)
+{
+    Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+    spec.name = "build";
+    struct fsm_job *job = fsm_job_new(&spec, "alice", "batch");
+    ck_assert_ptr_nonnull(job);
+    job->state = SPUR__API__JOB_STATE__JOB_RUNNING;
+
+    char *alice_bob[] = {"bob", "alice"}, *bob[] = {"bob"}, *null_name[] = {NULL};
+    char *batch[] = {"batch"}, *debug[] = {"debug"}, *build[] = {"test", "build"};
+    Spur__Api__JobState running[] = {SPUR__API__JOB_STATE__JOB_PENDING,
+                                     SPUR__API__JOB_STATE__JOB_RUNNING};
+    Spur__Api__JobState pending[] = {SPUR__API__JOB_STATE__JOB_PENDING};
+
+    const struct fsm_job_filter none = {0};
+    ck_assert(fsm_job_filter_match(job, &none));
+    const struct {
+        struct fsm_job_filter flt;
+        bool want;
+    } one[] = {
+        {{.users = alice_bob, .n_users = 2}, true},
+        {{.users = bob, .n_users = 1}, false},
+        {{.users = null_name, .n_users = 1}, false}, /* a NULL string is "" */
+        {{.states = running, .n_states = 2}, true},
+        {{.states = pending, .n_states = 1}, false},
+        {{.names = build, .n_names = 2}, true},
+        {{.names = bob, .n_names = 1}, false},
+        {{.partitions = batch, .n_partitions = 1}, true},
+        {{.partitions = debug, .n_partitions = 1}, false},
+        /* a list with a count of 0 is no filter, whatever it points to */
+        {{.users = bob, .n_users = 0, .partitions = debug, .n_partitions = 0}, true},
+    };
+    for (size_t i = 0; i < sizeof(one) / sizeof(one[0]); i++)
+        ck_assert_msg(fsm_job_filter_match(job, &one[i].flt) == one[i].want, "case %zu", i);
+
+    /*
+     * Every given list must match: all four do; with any one of them swapped for a list
+     * of the same length without the job's value, the job is left out.
+     */
+    char *carol_bob[] = {"carol", "bob"}, *test_lint[] = {"test", "lint"};
+    Spur__Api__JobState done[] = {SPUR__API__JOB_STATE__JOB_PENDING,
+                                  SPUR__API__JOB_STATE__JOB_COMPLETED};
+    const struct fsm_job_filter all = {.users = alice_bob, .n_users = 2, .states = running,
+                                       .n_states = 2, .names = build, .n_names = 2,
+                                       .partitions = batch, .n_partitions = 1};
+    ck_assert(fsm_job_filter_match(job, &all));
+    struct fsm_job_filter miss[4] = {all, all, all, all};
+    miss[0].users = carol_bob;
+    miss[1].states = done;
+    miss[2].names = test_lint;
+    miss[3].partitions = debug;
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_msg(!fsm_job_filter_match(job, &miss[i]), "miss %zu", i);
+    fsm_job_free(job);
+}
+END_TEST
+
 static Suite *fsm_suite(void)
 {
     Suite *s = suite_create("fsm");
@@ -2149,7 +2242,8 @@ static Suite *fsm_suite(void)
     check_case(s, "config",
                (const TTest *[]){test_partitions, test_config_sync, test_retention, NULL});
     check_case(s, "sessions", (const TTest *[]){test_session_dedup, test_session_expiry, NULL});
-    check_case(s, "internals", (const TTest *[]){test_map_churn, NULL});
+    check_case(s, "internals",
+               (const TTest *[]){test_map_churn, test_jobs_sort_ids, test_job_filter_match, NULL});
     TCase *tc =
         check_case(s, "robustness",
                    (const TTest *[]){test_garbage_entries, test_restore_failure_keeps_state, NULL});
