@@ -59,9 +59,10 @@ void health_eval(const struct health_inputs *in, uint64_t now_ns, struct health_
 #define HEALTH_PAUSE_MIN_MS 250
 
 /*
- * How long the caller was not running, given the monotonic time before a wait, after it,
- * and the wait's own timeout: the whole time since before the wait when it came back more
- * than HEALTH_PAUSE_MIN_MS late, else 0.
+ * How long the caller was not running, given the monotonic time it last woke (before the
+ * work and the wait that followed), the time it woke now, and the wait's own timeout: the
+ * whole time between the two wakes when the second came more than HEALTH_PAUSE_MIN_MS
+ * later than the timeout allows, else 0.
  */
 uint64_t health_own_pause_ns(uint64_t before_ns, uint64_t after_ns, uint64_t timeout_ns);
 

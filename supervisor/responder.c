@@ -363,6 +363,12 @@ void responder_main(const struct responder_config *rc)
         epoll_ctl(r.ep, EPOLL_CTL_ADD, rc->worker_pidfd, &pev);
     }
     r.next_sweep_ms = mono_ms() + SWEEP_MS;
+    /*
+     * When this loop last woke. A freeze shows as a wake that comes too late after the
+     * previous one, wherever in the loop it struck: inside epoll_wait, or while answering
+     * a probe (then the wait itself starts after the thaw and looks on time).
+     */
+    uint64_t last_wake_ns = mono_ns();
 
     for (;;) {
         uint64_t now = mono_ms();
@@ -370,13 +376,15 @@ void responder_main(const struct responder_config *rc)
         int timeout = WAKE_MS;
         if (r.nconns > 0 && r.next_sweep_ms < now + WAKE_MS)
             timeout = (int)(r.next_sweep_ms > now ? r.next_sweep_ms - now : 0);
-        uint64_t before_ns = mono_ns();
         int n = epoll_wait(r.ep, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
             log_event(LOG_ERROR, "health", "epoll_wait failed", "err=\"%s\"", strerror(errno));
             _exit(EXIT_OSERR);
         }
-        uint64_t paused = health_own_pause_ns(before_ns, mono_ns(), (uint64_t)timeout * 1000000ull);
+        uint64_t wake_ns = mono_ns();
+        uint64_t paused =
+            health_own_pause_ns(last_wake_ns, wake_ns, (uint64_t)timeout * 1000000ull);
+        last_wake_ns = wake_ns;
         if (paused != 0) {
             struct health_inputs in;
             health_shm_read(rc->shm, &in);
