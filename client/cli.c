@@ -69,7 +69,7 @@ int cli_init(struct cli *c, const char *prog)
     c->cfg_loaded = true;
     const char *env = getenv("SPUR_CONTROLLER");
     if (env != NULL && env[0] != '\0') {
-        c->hosts = spurc_hosts_parse(env, &c->nhosts);
+        c->hosts = spurclient_hosts_parse(env, &c->nhosts);
     } else {
         c->hosts = calloc(c->cfg.controller.nhosts + 1, sizeof(char *));
         for (size_t i = 0; c->hosts && i < c->cfg.controller.nhosts; i++)
@@ -96,14 +96,14 @@ int cli_init(struct cli *c, const char *prog)
     if (t != NULL && atoi(t) > 0)
         timeout = (uint32_t)atoi(t);
     c->timeout_ms = timeout;
-    struct spurc_options o = {
+    struct spurclient_options o = {
         .hosts = (const char *const *)c->hosts,
         .nhosts = c->nhosts,
         .cluster_name = c->cluster_name,
         .timeout_ms = timeout,
         .max_frame = c->cfg.controller.max_frame_bytes,
     };
-    c->client = spurc_new(&o);
+    c->client = spurclient_new(&o);
     if (c->client == NULL) {
         cli_error(c, "out of memory");
         return 1;
@@ -113,8 +113,8 @@ int cli_init(struct cli *c, const char *prog)
 
 void cli_fini(struct cli *c)
 {
-    spurc_free(c->client);
-    spurc_hosts_free(c->hosts, c->nhosts);
+    spurclient_free(c->client);
+    spurclient_hosts_free(c->hosts, c->nhosts);
     if (c->cfg_loaded)
         cfg_free(&c->cfg);
 }
@@ -147,7 +147,7 @@ const char *cli_code_name(int code)
     }
 }
 
-void cli_response_error(const struct cli *c, const spurc_response *r, const char *what)
+void cli_response_error(const struct cli *c, const spurclient_response *r, const char *what)
 {
     const char *msg = r->error && r->error[0] ? r->error : cli_code_name(r->code);
     if (r->code == SPUR__API__CODE__CODE_REFUSED && c->cluster_name != NULL &&
@@ -162,29 +162,29 @@ void cli_response_error(const struct cli *c, const spurc_response *r, const char
         cli_error(c, "%s%s%s", what ? what : "", what ? ": " : "", msg);
 }
 
-spurc_response *cli_call_any(struct cli *c, spurc_request *req, bool write)
+spurclient_response *cli_call_any(struct cli *c, spurclient_request *req, bool write)
 {
     char err[512];
-    spurc_response *r = NULL;
-    if (spurc_call(c->client, req, write, &r, err, sizeof(err)) != 0) {
+    spurclient_response *r = NULL;
+    if (spurclient_call(c->client, req, write, &r, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         return NULL;
     }
     return r;
 }
 
-spurc_response *cli_call(struct cli *c, spurc_request *req, bool write)
+spurclient_response *cli_call(struct cli *c, spurclient_request *req, bool write)
 {
-    spurc_response *r = cli_call_any(c, req, write);
+    spurclient_response *r = cli_call_any(c, req, write);
     if (r != NULL && r->code != SPUR__API__CODE__CODE_OK) {
         cli_response_error(c, r, NULL);
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return NULL;
     }
     return r;
 }
 
-static spurc_response *read_one(struct cli *c, spurc_request *req);
+static spurclient_response *read_one(struct cli *c, spurclient_request *req);
 
 /*
  * Job lists come in pages (a replica never answers more than its frame limit): ask for
@@ -192,7 +192,7 @@ static spurc_response *read_one(struct cli *c, spurc_request *req);
  * holding every job. Each page is its own read; the list is not one atomic view (like
  * Slurm's squeue), but every job in it was committed when its page was read.
  */
-spurc_response *cli_read_any(struct cli *c, spurc_request *req)
+spurclient_response *cli_read_any(struct cli *c, spurclient_request *req)
 {
     if (req->op_case == SPUR__API__REQUEST__OP_GET_JOBS && req->get_jobs != NULL &&
         req->get_jobs->max_bytes == 0 && c->cfg_loaded) {
@@ -200,7 +200,7 @@ spurc_response *cli_read_any(struct cli *c, spurc_request *req)
         uint32_t max = c->cfg.controller.max_frame_bytes;
         req->get_jobs->max_bytes = max > 32768 ? max - 16384 : max / 2;
     }
-    spurc_response *first = read_one(c, req);
+    spurclient_response *first = read_one(c, req);
     if (first == NULL || first->code != SPUR__API__CODE__CODE_OK ||
         req->op_case != SPUR__API__REQUEST__OP_GET_JOBS || first->jobs == NULL ||
         !first->jobs->more)
@@ -211,9 +211,9 @@ spurc_response *cli_read_any(struct cli *c, spurc_request *req)
     while (more) {
         req->get_jobs->after_id = after;
         req->request_id = 0;
-        spurc_response *page = read_one(c, req);
+        spurclient_response *page = read_one(c, req);
         if (page == NULL || page->code != SPUR__API__CODE__CODE_OK || page->jobs == NULL) {
-            spurc_response_free(first);
+            spurclient_response_free(first);
             return page;
         }
         Spur__Api__JobsResponse *p = page->jobs;
@@ -221,8 +221,8 @@ spurc_response *cli_read_any(struct cli *c, spurc_request *req)
             Spur__Api__Job **nv =
                 realloc(all->jobs, (all->n_jobs + p->n_jobs) * sizeof(Spur__Api__Job *));
             if (nv == NULL) {
-                spurc_response_free(page);
-                spurc_response_free(first);
+                spurclient_response_free(page);
+                spurclient_response_free(first);
                 cli_error(c, "out of memory collecting %zu jobs", all->n_jobs);
                 return NULL;
             }
@@ -236,16 +236,16 @@ spurc_response *cli_read_any(struct cli *c, spurc_request *req)
         after = p->next_after_id;
         if (page->stale)
             first->stale = true;
-        spurc_response_free(page);
+        spurclient_response_free(page);
     }
     all->more = false;
     return first;
 }
 
-static spurc_response *read_one(struct cli *c, spurc_request *req)
+static spurclient_response *read_one(struct cli *c, spurclient_request *req)
 {
     char err[512];
-    spurc_response *r = NULL;
+    spurclient_response *r = NULL;
     /*
      * Wait for a leader about as long as an election or two takes, not the whole call
      * timeout: with no quorum there will be none, and a possibly stale answer now is
@@ -254,19 +254,19 @@ static spurc_response *read_one(struct cli *c, spurc_request *req)
     uint32_t wait = c->cfg_loaded ? 3 * c->cfg.raft.election_timeout_ms : 3000;
     if (wait == 0 || wait > c->timeout_ms)
         wait = c->timeout_ms;
-    uint32_t saved = spurc_set_timeout(c->client, wait);
-    int rc = spurc_call(c->client, req, false, &r, err, sizeof(err));
-    spurc_set_timeout(c->client, saved);
+    uint32_t saved = spurclient_set_timeout(c->client, wait);
+    int rc = spurclient_call(c->client, req, false, &r, err, sizeof(err));
+    spurclient_set_timeout(c->client, saved);
     if (rc != 0) {
         cli_error(c, "%s", err);
         return NULL;
     }
     if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE) {
         /* No leader: show what this replica has, and say that it may be behind. */
-        spurc_response_free(r);
+        spurclient_response_free(r);
         r = NULL;
         req->local_read = true;
-        if (spurc_call(c->client, req, false, &r, err, sizeof(err)) != 0) {
+        if (spurclient_call(c->client, req, false, &r, err, sizeof(err)) != 0) {
             cli_error(c, "%s", err);
             return NULL;
         }
@@ -281,12 +281,12 @@ static spurc_response *read_one(struct cli *c, spurc_request *req)
     return r;
 }
 
-spurc_response *cli_read(struct cli *c, spurc_request *req)
+spurclient_response *cli_read(struct cli *c, spurclient_request *req)
 {
-    spurc_response *r = cli_read_any(c, req);
+    spurclient_response *r = cli_read_any(c, req);
     if (r != NULL && r->code != SPUR__API__CODE__CODE_OK) {
         cli_response_error(c, r, NULL);
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return NULL;
     }
     return r;

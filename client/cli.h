@@ -20,7 +20,7 @@ struct cli {
     const char *prog; /* the command name used in messages */
     struct cfg cfg;
     bool cfg_loaded;
-    struct spurc *client;
+    struct spurclient *client;
     char **hosts;
     size_t nhosts;
     bool json;
@@ -76,14 +76,14 @@ int cli_option_shared(const struct cli *c, int opt, char **argv, const char *hel
 void cli_error(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * Send req; on a transport failure or an error code print one line and return NULL.
- * A successful response is returned for the caller to free with spurc_response_free().
+ * A successful response is returned for the caller to free with spurclient_response_free().
  */
-spurc_response *cli_call(struct cli *c, spurc_request *req, bool write);
+spurclient_response *cli_call(struct cli *c, spurclient_request *req, bool write);
 /*
  * A read that prefers a linearizable answer and falls back to a local, possibly stale one
  * when no leader is known, saying so on stderr.
  */
-spurc_response *cli_read(struct cli *c, spurc_request *req);
+spurclient_response *cli_read(struct cli *c, spurclient_request *req);
 /*
  * Like cli_call() and cli_read(), but an answer with an error code is returned too, for
  * commands that word some errors the way Slurm does ("Invalid job id specified"). Only
@@ -92,10 +92,10 @@ spurc_response *cli_read(struct cli *c, spurc_request *req);
  * A read waits for a leader at most about three election timeouts (bounded by the call
  * timeout) before it falls back to the local, possibly stale, answer.
  */
-spurc_response *cli_call_any(struct cli *c, spurc_request *req, bool write);
-spurc_response *cli_read_any(struct cli *c, spurc_request *req);
+spurclient_response *cli_call_any(struct cli *c, spurclient_request *req, bool write);
+spurclient_response *cli_read_any(struct cli *c, spurclient_request *req);
 /* Print r's error as one line, "PROG: error: [WHAT: ]error". */
-void cli_response_error(const struct cli *c, const spurc_response *r, const char *what);
+void cli_response_error(const struct cli *c, const spurclient_response *r, const char *what);
 const char *cli_code_name(int code);
 
 int cmd_scontrol(struct cli *c, int argc, char **argv);

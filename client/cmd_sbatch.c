@@ -99,7 +99,7 @@ static int read_script(struct cli *c, const char *path, uint32_t limit, char **b
             return -1;
         }
         if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            sbp_check_size((size_t)st.st_size, true, limit, err, sizeof(err)) != 0) {
+            sbatch_parse_check_size((size_t)st.st_size, true, limit, err, sizeof(err)) != 0) {
             cli_error(c, "%s: %s", path, err);
             close(fd);
             return -1;
@@ -119,7 +119,7 @@ static int read_script(struct cli *c, const char *path, uint32_t limit, char **b
     }
     if (*len > cap) {
         /* Grew while read, or a pipe: only "more than the limit" is known. */
-        sbp_check_size(*len, false, limit, err, sizeof(err));
+        sbatch_parse_check_size(*len, false, limit, err, sizeof(err));
         cli_error(c, "%s%s%s", path ? path : "", path ? ": " : "", err);
         free(*buf);
         *buf = NULL;
@@ -130,21 +130,21 @@ static int read_script(struct cli *c, const char *path, uint32_t limit, char **b
 
 int cmd_sbatch(struct cli *c, int argc, char **argv)
 {
-    struct sbp_opts opts = {0};
-    struct sbp_job job = {0};
+    struct sbatch_parse_opts opts = {0};
+    struct sbatch_parse_job job = {0};
     char err[600];
     char *script = NULL;
     size_t len = 0;
     int si, rc = 1;
 
-    if (sbp_parse_args(&opts, argc, argv, &si, err, sizeof(err)) != 0) {
+    if (sbatch_parse_parse_args(&opts, argc, argv, &si, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         goto out;
     }
-    if (opts.set & (SBP_HELP | SBP_USAGE | SBP_VERSION)) {
-        int about = (opts.set & SBP_HELP)    ? CLI_OPT_HELP
-                    : (opts.set & SBP_USAGE) ? CLI_OPT_USAGE
-                                             : 'V';
+    if (opts.set & (SBATCH_HELP | SBATCH_USAGE | SBATCH_VERSION)) {
+        int about = (opts.set & SBATCH_HELP)    ? CLI_OPT_HELP
+                    : (opts.set & SBATCH_USAGE) ? CLI_OPT_USAGE
+                                                : 'V';
         cli_print_about(about, help_text, synopsis);
         rc = 0;
         goto out;
@@ -157,7 +157,7 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
         goto out;
     }
     uint32_t limit = c->cfg.controller.max_script_bytes;
-    if (!(opts.set & SBP_WRAP) && read_script(c, path, limit, &script, &len) != 0)
+    if (!(opts.set & SBATCH_WRAP) && read_script(c, path, limit, &script, &len) != 0)
         goto out;
 
     char cwd[PATH_MAX];
@@ -168,7 +168,7 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
     struct passwd *pw = getpwuid(getuid());
     char uidbuf[16];
     snprintf(uidbuf, sizeof(uidbuf), "%u", (unsigned)getuid());
-    struct sbp_context ctx = {
+    struct sbatch_parse_context ctx = {
         .cwd = cwd,
         .script_path = path,
         .environ = environ,
@@ -177,7 +177,7 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
         .uid = (uint32_t)getuid(),
         .gid = (uint32_t)getgid(),
     };
-    if (sbp_build(&opts, script, len, &ctx, &job, err, sizeof(err)) != 0) {
+    if (sbatch_parse_build(&opts, script, len, &ctx, &job, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         goto out;
     }
@@ -185,12 +185,12 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
     Spur__Api__Request req = SPUR__API__REQUEST__INIT;
     Spur__Api__SubmitJobRequest sj = SPUR__API__SUBMIT_JOB_REQUEST__INIT;
     Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
-    sbp_job_to_spec(&job, &spec);
+    sbatch_parse_job_to_spec(&job, &spec);
     sj.spec = &spec;
     req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
     req.submit_job = &sj;
     req.user = job.user;
-    spurc_response *r = cli_call_any(c, &req, true);
+    spurclient_response *r = cli_call_any(c, &req, true);
     if (r == NULL)
         goto out;
     if (r->code != SPUR__API__CODE__CODE_OK || r->submit_job == NULL) {
@@ -198,11 +198,11 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
             cli_error(c, "Batch job submission failed: the answer carries no job id");
         else
             cli_response_error(c, r, "Batch job submission failed");
-        spurc_response_free(r);
+        spurclient_response_free(r);
         goto out;
     }
     unsigned long long id = (unsigned long long)r->submit_job->job_id;
-    spurc_response_free(r);
+    spurclient_response_free(r);
     if (job.parsable)
         printf("%llu\n", id);
     else if (!job.quiet)
@@ -210,7 +210,7 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
     rc = 0;
 out:
     free(script);
-    sbp_job_free(&job);
-    sbp_opts_free(&opts);
+    sbatch_parse_job_free(&job);
+    sbatch_parse_opts_free(&opts);
     return rc;
 }

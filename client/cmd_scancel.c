@@ -61,7 +61,7 @@ static int cancel_by_id(struct cli *c, const uint64_t *ids, size_t n, bool quiet
         req.cancel_job = &jr;
         if (verbose)
             fprintf(stderr, "%s: Terminating job %llu\n", c->prog, (unsigned long long)ids[i]);
-        spurc_response *r = cli_call_any(c, &req, true);
+        spurclient_response *r = cli_call_any(c, &req, true);
         if (r == NULL)
             return 1; /* no replica answers: the others would fail the same way */
         if (r->code == CODE(NOT_FOUND)) {
@@ -76,7 +76,7 @@ static int cancel_by_id(struct cli *c, const uint64_t *ids, size_t n, bool quiet
             kill_error(c, ids[i], r->error && r->error[0] ? r->error : cli_code_name(r->code));
             failed = 1;
         }
-        spurc_response_free(r);
+        spurclient_response_free(r);
     }
     return failed;
 }
@@ -181,7 +181,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     cj.states = states;
     req.op_case = SPUR__API__REQUEST__OP_CANCEL_JOBS;
     req.cancel_jobs = &cj;
-    spurc_response *r = cli_call(c, &req, true);
+    spurclient_response *r = cli_call(c, &req, true);
     if (r == NULL)
         goto out;
     rc = 0;
@@ -203,7 +203,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
             }
         }
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
 out:
     free(ids);
     return rc;

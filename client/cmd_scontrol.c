@@ -7,14 +7,14 @@
  *   scontrol raft add-learner ID ADDRESS   add a non-voting member
  *   scontrol raft promote ID               make a learner a voter
  *   scontrol raft remove ID                remove a member
- *   scontrol show job|node|partition [X]   (jobs, nodes and partitions: cmd_show.c)
- *   scontrol hold|release JOBID...         (cmd_show.c)
- *   scontrol update NodeName=N State=S [Reason=R]       (cmd_show.c)
+ *   scontrol show job|node|partition [X]   (jobs, nodes and partitions: scontrol.c)
+ *   scontrol hold|release JOBID...         (scontrol.c)
+ *   scontrol update NodeName=N State=S [Reason=R]       (scontrol.c)
  *   scontrol create node NodeName=N CPUs=C RealMemory=M [Features=a,b] [NodeAddr=H]
  * Every form takes --json for machine-readable output.
  */
 #include "cli.h"
-#include "cmd_show.h"
+#include "scontrol.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -54,27 +54,27 @@ static int parse_id(struct cli *c, const char *s, uint32_t *out)
 }
 
 /* Ping one address with a client of its own (short time-out). Returns the answer or NULL. */
-static spurc_response *ping_one(struct cli *c, const char *host, char *err, size_t errlen)
+static spurclient_response *ping_one(struct cli *c, const char *host, char *err, size_t errlen)
 {
     const char *one[] = {host};
-    struct spurc_options o = {
+    struct spurclient_options o = {
         .hosts = one, .nhosts = 1, .cluster_name = c->cluster_name, .timeout_ms = 2000};
-    struct spurc *pc = spurc_new(&o);
+    struct spurclient *pc = spurclient_new(&o);
     Spur__Api__Request req = SPUR__API__REQUEST__INIT;
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
     req.op_case = SPUR__API__REQUEST__OP_PING;
     req.ping = &ping;
-    spurc_response *r = NULL;
+    spurclient_response *r = NULL;
     if (pc == NULL) {
         snprintf(err, errlen, "out of memory");
-    } else if (spurc_call(pc, &req, false, &r, err, errlen) != 0) {
+    } else if (spurclient_call(pc, &req, false, &r, err, errlen) != 0) {
         r = NULL;
     } else if (r->code != SPUR__API__CODE__CODE_OK || r->ping == NULL) {
         snprintf(err, errlen, "%s", r->error && r->error[0] ? r->error : "no ping answer");
-        spurc_response_free(r);
+        spurclient_response_free(r);
         r = NULL;
     }
-    spurc_free(pc);
+    spurclient_free(pc);
     return r;
 }
 
@@ -88,7 +88,7 @@ static int cmd_ping(struct cli *c)
     }
     for (size_t i = 0; i < c->nhosts; i++) {
         char err[300] = "";
-        spurc_response *r = ping_one(c, c->hosts[i], err, sizeof(err));
+        spurclient_response *r = ping_one(c, c->hosts[i], err, sizeof(err));
         if (r == NULL)
             down++;
         if (c->json) {
@@ -111,7 +111,7 @@ static int cmd_ping(struct cli *c)
         } else {
             printf("spurctld at %s is DOWN: %s\n", c->hosts[i], err);
         }
-        spurc_response_free(r);
+        spurclient_response_free(r);
     }
     if (c->json) {
         json_arr_end(&j);
@@ -126,13 +126,13 @@ static int raft_status(struct cli *c)
     Spur__Api__RaftStatusRequest rs = SPUR__API__RAFT_STATUS_REQUEST__INIT;
     req.op_case = SPUR__API__REQUEST__OP_RAFT_STATUS;
     req.raft_status = &rs;
-    spurc_response *r = cli_call(c, &req, false);
+    spurclient_response *r = cli_call(c, &req, false);
     if (r == NULL)
         return 1;
     Spur__Api__RaftStatusResponse *s = r->raft_status;
     if (s == NULL) {
         cli_error(c, "the answer carries no status");
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return 1;
     }
     if (c->json) {
@@ -183,7 +183,7 @@ static int raft_status(struct cli *c)
                    m->id == s->leader_id ? " (leader)" : "");
         }
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     return 0;
 }
 
@@ -237,7 +237,7 @@ static int raft_change(struct cli *c, int argc, char **argv)
                   what);
         return 1;
     }
-    spurc_response *r = cli_call(c, &req, true);
+    spurclient_response *r = cli_call(c, &req, true);
     if (r == NULL)
         return 1;
     if (c->json) {
@@ -252,7 +252,7 @@ static int raft_change(struct cli *c, int argc, char **argv)
     } else if (!c->quiet) {
         printf("raft %s: done (leader now %u)\n", what, r->leader_id);
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     return 0;
 }
 

@@ -71,7 +71,7 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
     char err[400];
     int rc = 1;
     struct table_spec spec = {0};
-    spurc_response *rp = NULL, *rn = NULL;
+    spurclient_response *rp = NULL, *rn = NULL;
     fmt_partition **parts = NULL;
     fmt_node **nodes = NULL;
 
@@ -227,8 +227,8 @@ oom:
 out:
     free(parts);
     free(nodes);
-    spurc_response_free(rp);
-    spurc_response_free(rn);
+    spurclient_response_free(rp);
+    spurclient_response_free(rn);
     table_spec_free(&spec);
     strv_free(pnames, npn);
     strv_free(nnames, nnn);

@@ -99,7 +99,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     char err[400];
     int rc = 1;
     struct table_spec spec = {0};
-    spurc_response *r = NULL;
+    spurclient_response *r = NULL;
     fmt_job **sel = NULL;
 
     opterr = 0;
@@ -247,7 +247,7 @@ oom:
     cli_error(c, "out of memory");
 out:
     free(sel);
-    spurc_response_free(r);
+    spurclient_response_free(r);
     table_spec_free(&spec);
     free(ids);
     strv_free(users, nusers);

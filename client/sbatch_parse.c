@@ -3,8 +3,8 @@
  * sbatch_parse.h.
  *
  * The command line and each #SBATCH line go through the same option parser, so an option
- * means the same thing in both places. Each place fills its own struct sbp_opts with a
- * bit per field given; sbp_merge() then lays the command line over the script, which is
+ * means the same thing in both places. Each place fills its own struct sbatch_parse_opts with a
+ * bit per field given; sbatch_parse_merge() then lays the command line over the script, which is
  * how "the command line wins" holds whatever order things were written in.
  */
 #include "sbatch_parse.h"
@@ -20,42 +20,42 @@
 #include <string.h>
 #include <strings.h>
 
-#define SBP_MAGIC     "#SBATCH"
-#define SBP_MAGIC_LEN 7
-#define SBP_MAX_WORDS 256
+#define SBATCH_MAGIC     "#SBATCH"
+#define SBATCH_MAGIC_LEN 7
+#define SBATCH_MAX_WORDS 256
 
 struct opt {
     const char *name; /* long name without "--" */
     char letter;      /* short letter, 0 for none */
     bool has_arg;
     bool cli_only; /* refused in a batch script */
-    unsigned field; /* the SBP_* bit of the field it sets */
+    unsigned field; /* the SBATCH_* bit of the field it sets */
 };
 
 static const struct opt opts[] = {
-    {"job-name", 'J', true, false, SBP_NAME},
-    {"partition", 'p', true, false, SBP_PARTITION},
-    {"nodes", 'N', true, false, SBP_NODES},
-    {"ntasks", 'n', true, false, SBP_NTASKS},
-    {"cpus-per-task", 'c', true, false, SBP_CPUS_PER_TASK},
-    {"mem", 0, true, false, SBP_MEM},
-    {"time", 't', true, false, SBP_TIME},
-    {"output", 'o', true, false, SBP_OUTPUT},
-    {"error", 'e', true, false, SBP_ERROR},
-    {"chdir", 'D', true, false, SBP_CHDIR},
-    {"workdir", 0, true, false, SBP_CHDIR}, /* the name older Slurm releases used */
-    {"hold", 'H', false, false, SBP_HOLD},
-    {"wrap", 0, true, true, SBP_WRAP},
-    {"export", 0, true, false, SBP_EXPORT},
-    {"parsable", 0, false, false, SBP_PARSABLE},
-    {"quiet", 'Q', false, false, SBP_QUIET},
-    {"help", 'h', false, true, SBP_HELP},
-    {"usage", 0, false, true, SBP_USAGE},
-    {"version", 'V', false, true, SBP_VERSION},
+    {"job-name", 'J', true, false, SBATCH_NAME},
+    {"partition", 'p', true, false, SBATCH_PARTITION},
+    {"nodes", 'N', true, false, SBATCH_NODES},
+    {"ntasks", 'n', true, false, SBATCH_NTASKS},
+    {"cpus-per-task", 'c', true, false, SBATCH_CPUS_PER_TASK},
+    {"mem", 0, true, false, SBATCH_MEM},
+    {"time", 't', true, false, SBATCH_TIME},
+    {"output", 'o', true, false, SBATCH_OUTPUT},
+    {"error", 'e', true, false, SBATCH_ERROR},
+    {"chdir", 'D', true, false, SBATCH_CHDIR},
+    {"workdir", 0, true, false, SBATCH_CHDIR}, /* the name older Slurm releases used */
+    {"hold", 'H', false, false, SBATCH_HOLD},
+    {"wrap", 0, true, true, SBATCH_WRAP},
+    {"export", 0, true, false, SBATCH_EXPORT},
+    {"parsable", 0, false, false, SBATCH_PARSABLE},
+    {"quiet", 'Q', false, false, SBATCH_QUIET},
+    {"help", 'h', false, true, SBATCH_HELP},
+    {"usage", 0, false, true, SBATCH_USAGE},
+    {"version", 'V', false, true, SBATCH_VERSION},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
-void sbp_opts_free(struct sbp_opts *o)
+void sbatch_parse_opts_free(struct sbatch_parse_opts *o)
 {
     free(o->name);
     free(o->partition);
@@ -67,7 +67,7 @@ void sbp_opts_free(struct sbp_opts *o)
     memset(o, 0, sizeof(*o));
 }
 
-void sbp_job_free(struct sbp_job *j)
+void sbatch_parse_job_free(struct sbatch_parse_job *j)
 {
     free(j->name);
     free(j->partition);
@@ -122,7 +122,7 @@ static int split_colon_fields(const char *s, uint64_t f[3])
     }
 }
 
-int sbp_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen)
+int sbatch_parse_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen)
 {
     if (s == NULL || *s == '\0')
         return errmsg_set(err, errlen, "invalid time limit specification: empty");
@@ -180,7 +180,7 @@ bad:
                       s);
 }
 
-int sbp_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen)
+int sbatch_parse_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen)
 {
     char digits[24];
     size_t n = 0;
@@ -257,54 +257,54 @@ static int set_count(uint32_t *field, const char *value, const char *what, char 
  * Apply one option with its value (NULL for a flag), and mark its field given (even when
  * the value is refused: the error ends the parse anyway).
  */
-static int apply(struct sbp_opts *o, const struct opt *op, const char *value, char *err,
+static int apply(struct sbatch_parse_opts *o, const struct opt *op, const char *value, char *err,
                  size_t errlen)
 {
     int rc = 0;
     switch (op->field) {
-    case SBP_NAME:
+    case SBATCH_NAME:
         rc = set_str(&o->name, value, op->name, err, errlen);
         break;
-    case SBP_PARTITION:
+    case SBATCH_PARTITION:
         rc = set_str(&o->partition, value, op->name, err, errlen);
         break;
-    case SBP_NODES:
+    case SBATCH_NODES:
         rc = set_count(&o->nodes, value, op->name, err, errlen);
         break;
-    case SBP_NTASKS:
+    case SBATCH_NTASKS:
         rc = set_count(&o->ntasks, value, op->name, err, errlen);
         break;
-    case SBP_CPUS_PER_TASK:
+    case SBATCH_CPUS_PER_TASK:
         rc = set_count(&o->cpus_per_task, value, op->name, err, errlen);
         break;
-    case SBP_MEM:
-        rc = sbp_parse_mem(value, &o->mem_mb, err, errlen);
+    case SBATCH_MEM:
+        rc = sbatch_parse_parse_mem(value, &o->mem_mb, err, errlen);
         break;
-    case SBP_TIME:
-        rc = sbp_parse_time(value, &o->time_min, err, errlen);
+    case SBATCH_TIME:
+        rc = sbatch_parse_parse_time(value, &o->time_min, err, errlen);
         break;
-    case SBP_OUTPUT:
+    case SBATCH_OUTPUT:
         rc = set_str(&o->output, value, op->name, err, errlen);
         break;
-    case SBP_ERROR:
+    case SBATCH_ERROR:
         rc = set_str(&o->error, value, op->name, err, errlen);
         break;
-    case SBP_CHDIR:
+    case SBATCH_CHDIR:
         rc = set_str(&o->chdir, value, "chdir", err, errlen);
         break;
-    case SBP_HOLD:
+    case SBATCH_HOLD:
         o->hold = true;
         break;
-    case SBP_WRAP:
+    case SBATCH_WRAP:
         rc = set_str(&o->wrap, value, op->name, err, errlen);
         break;
-    case SBP_EXPORT:
+    case SBATCH_EXPORT:
         rc = set_str(&o->export_spec, value, op->name, err, errlen);
         break;
-    case SBP_PARSABLE:
+    case SBATCH_PARSABLE:
         o->parsable = true;
         break;
-    case SBP_QUIET:
+    case SBATCH_QUIET:
         o->quiet = true;
         break;
     default: /* --help, --usage and --version: the bit is all they set */
@@ -350,8 +350,8 @@ static const struct opt *find_short(char c)
  * command-line-only options are refused. Otherwise parsing stops at the first non-option
  * word, whose index goes to *stop.
  */
-static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int start, bool in_script,
-                       int *stop, char *err, size_t errlen)
+static int parse_words(struct sbatch_parse_opts *o, int argc, char *const *argv, int start,
+                       bool in_script, int *stop, char *err, size_t errlen)
 {
     int i = start;
     for (; i < argc; i++) {
@@ -425,13 +425,13 @@ static int parse_words(struct sbp_opts *o, int argc, char *const *argv, int star
     return 0;
 }
 
-int sbp_parse_args(struct sbp_opts *o, int argc, char *const *argv, int *script_index, char *err,
-                   size_t errlen)
+int sbatch_parse_parse_args(struct sbatch_parse_opts *o, int argc, char *const *argv,
+                            int *script_index, char *err, size_t errlen)
 {
     int stop = argc;
     if (parse_words(o, argc, argv, 1, false, &stop, err, errlen) != 0)
         return -1;
-    if ((o->set & SBP_WRAP) && stop < argc)
+    if ((o->set & SBATCH_WRAP) && stop < argc)
         return errmsg_set(err, errlen, "script argument not permitted with --wrap option");
     *script_index = stop;
     return 0;
@@ -454,7 +454,7 @@ static int split_words(const char *s, size_t len, char *buf, char **words, int *
             i++;
         if (i >= len || s[i] == '#')
             break;
-        if (n == SBP_MAX_WORDS)
+        if (n == SBATCH_MAX_WORDS)
             return errmsg_set(err, errlen, "too many words");
         words[n++] = buf + out;
         while (i < len && s[i] != ' ' && s[i] != '\t') {
@@ -492,8 +492,8 @@ static int split_words(const char *s, size_t len, char *buf, char **words, int *
     return 0;
 }
 
-int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, char *err,
-                         size_t errlen)
+int sbatch_parse_parse_directives(struct sbatch_parse_opts *o, const char *script, size_t len,
+                                  char *err, size_t errlen)
 {
     size_t pos = 0;
     unsigned lineno = 0;
@@ -511,15 +511,16 @@ int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, cha
             continue; /* blank */
         if (line[k] != '#')
             break; /* the first command: no directive after it counts */
-        if (k != 0 || ll < SBP_MAGIC_LEN || memcmp(line, SBP_MAGIC, SBP_MAGIC_LEN) != 0)
+        if (k != 0 || ll < SBATCH_MAGIC_LEN || memcmp(line, SBATCH_MAGIC, SBATCH_MAGIC_LEN) != 0)
             continue; /* an ordinary comment */
-        if (ll > SBP_MAGIC_LEN && line[SBP_MAGIC_LEN] != ' ' && line[SBP_MAGIC_LEN] != '\t')
+        if (ll > SBATCH_MAGIC_LEN && line[SBATCH_MAGIC_LEN] != ' ' &&
+            line[SBATCH_MAGIC_LEN] != '\t')
             continue; /* "#SBATCHX": a comment too */
 
-        const char *text = line + SBP_MAGIC_LEN;
-        size_t tl = ll - SBP_MAGIC_LEN;
-        char *buf = malloc(tl + SBP_MAX_WORDS + 1);
-        char *words[SBP_MAX_WORDS + 1];
+        const char *text = line + SBATCH_MAGIC_LEN;
+        size_t tl = ll - SBATCH_MAGIC_LEN;
+        char *buf = malloc(tl + SBATCH_MAX_WORDS + 1);
+        char *words[SBATCH_MAX_WORDS + 1];
         int nw = 0;
         char why[400];
         if (buf == NULL)
@@ -538,38 +539,38 @@ int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, cha
 
 /* ---- merging, environment, script ------------------------------------------------- */
 
-int sbp_merge(struct sbp_opts *dst, const struct sbp_opts *src)
+int sbatch_parse_merge(struct sbatch_parse_opts *dst, const struct sbatch_parse_opts *src)
 {
     unsigned s = src->set;
-    if ((s & SBP_NAME) && strv_replace(&dst->name, src->name) != 0)
+    if ((s & SBATCH_NAME) && strv_replace(&dst->name, src->name) != 0)
         return -1;
-    if ((s & SBP_PARTITION) && strv_replace(&dst->partition, src->partition) != 0)
+    if ((s & SBATCH_PARTITION) && strv_replace(&dst->partition, src->partition) != 0)
         return -1;
-    if ((s & SBP_OUTPUT) && strv_replace(&dst->output, src->output) != 0)
+    if ((s & SBATCH_OUTPUT) && strv_replace(&dst->output, src->output) != 0)
         return -1;
-    if ((s & SBP_ERROR) && strv_replace(&dst->error, src->error) != 0)
+    if ((s & SBATCH_ERROR) && strv_replace(&dst->error, src->error) != 0)
         return -1;
-    if ((s & SBP_CHDIR) && strv_replace(&dst->chdir, src->chdir) != 0)
+    if ((s & SBATCH_CHDIR) && strv_replace(&dst->chdir, src->chdir) != 0)
         return -1;
-    if ((s & SBP_WRAP) && strv_replace(&dst->wrap, src->wrap) != 0)
+    if ((s & SBATCH_WRAP) && strv_replace(&dst->wrap, src->wrap) != 0)
         return -1;
-    if ((s & SBP_EXPORT) && strv_replace(&dst->export_spec, src->export_spec) != 0)
+    if ((s & SBATCH_EXPORT) && strv_replace(&dst->export_spec, src->export_spec) != 0)
         return -1;
-    if (s & SBP_NODES)
+    if (s & SBATCH_NODES)
         dst->nodes = src->nodes;
-    if (s & SBP_NTASKS)
+    if (s & SBATCH_NTASKS)
         dst->ntasks = src->ntasks;
-    if (s & SBP_CPUS_PER_TASK)
+    if (s & SBATCH_CPUS_PER_TASK)
         dst->cpus_per_task = src->cpus_per_task;
-    if (s & SBP_MEM)
+    if (s & SBATCH_MEM)
         dst->mem_mb = src->mem_mb;
-    if (s & SBP_TIME)
+    if (s & SBATCH_TIME)
         dst->time_min = src->time_min;
-    if (s & SBP_HOLD)
+    if (s & SBATCH_HOLD)
         dst->hold = src->hold;
-    if (s & SBP_PARSABLE)
+    if (s & SBATCH_PARSABLE)
         dst->parsable = src->parsable;
-    if (s & SBP_QUIET)
+    if (s & SBATCH_QUIET)
         dst->quiet = src->quiet;
     dst->set |= s;
     return 0;
@@ -642,8 +643,8 @@ static int env_add_all(struct envvec *e, char *const *environ)
     return 0;
 }
 
-int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *n, char *err,
-                   size_t errlen)
+int sbatch_parse_export_env(const char *spec, char *const *environ, char ***out, size_t *n,
+                            char *err, size_t errlen)
 {
     struct envvec e = {0};
     char *copy = NULL;
@@ -741,7 +742,7 @@ out:
     return rc;
 }
 
-char *sbp_wrap_script(const char *cmd)
+char *sbatch_parse_wrap_script(const char *cmd)
 {
     static const char head[] = "#!/bin/sh\n";
     size_t n = strlen(cmd);
@@ -755,7 +756,7 @@ char *sbp_wrap_script(const char *cmd)
     return s;
 }
 
-int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen)
+int sbatch_parse_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen)
 {
     if (limit == 0 || len <= limit)
         return 0;
@@ -769,7 +770,7 @@ int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t err
         "batch script is larger than the limit of %u bytes (controller.max_script_bytes)", limit);
 }
 
-int sbp_check_script(const char *script, size_t len, char *err, size_t errlen)
+int sbatch_parse_check_script(const char *script, size_t len, char *err, size_t errlen)
 {
     /* The server applies the same rule to every submission (common/jobscript.h); checking
      * here too only saves a round trip and keeps the message when no replica answers. */
@@ -801,17 +802,18 @@ static char *base_name(const char *path)
     return strndup(path + b, n - b);
 }
 
-int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
-              const struct sbp_context *ctx, struct sbp_job *job, char *err, size_t errlen)
+int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, size_t len,
+                       const struct sbatch_parse_context *ctx, struct sbatch_parse_job *job,
+                       char *err, size_t errlen)
 {
-    struct sbp_opts o = {0};
+    struct sbatch_parse_opts o = {0};
     char *wrapped = NULL;
     memset(job, 0, sizeof(*job));
 
-    if (cli->set & SBP_WRAP) {
+    if (cli->set & SBATCH_WRAP) {
         if (script != NULL || ctx->script_path != NULL)
             return errmsg_set(err, errlen, "script argument not permitted with --wrap option");
-        wrapped = sbp_wrap_script(cli->wrap);
+        wrapped = sbatch_parse_wrap_script(cli->wrap);
         if (wrapped == NULL)
             return errmsg_set(err, errlen, "out of memory");
         script = wrapped;
@@ -819,28 +821,28 @@ int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
     } else if (script == NULL) {
         return errmsg_set(err, errlen, "no batch script given");
     }
-    if (sbp_check_size(len, true, ctx->max_script_bytes, err, errlen) != 0 ||
-        sbp_check_script(script, len, err, errlen) != 0 ||
-        sbp_parse_directives(&o, script, len, err, errlen) != 0)
+    if (sbatch_parse_check_size(len, true, ctx->max_script_bytes, err, errlen) != 0 ||
+        sbatch_parse_check_script(script, len, err, errlen) != 0 ||
+        sbatch_parse_parse_directives(&o, script, len, err, errlen) != 0)
         goto fail;
-    if (sbp_merge(&o, cli) != 0)
+    if (sbatch_parse_merge(&o, cli) != 0)
         goto oom;
 
-    if (o.set & SBP_NAME)
+    if (o.set & SBATCH_NAME)
         job->name = strdup(o.name);
-    else if (cli->set & SBP_WRAP)
+    else if (cli->set & SBATCH_WRAP)
         job->name = strdup("wrap");
     else if (ctx->script_path != NULL)
         job->name = base_name(ctx->script_path);
     else
         job->name = strdup("sbatch");
-    job->partition = strdup(o.set & SBP_PARTITION ? o.partition : "");
-    job->stdout_path = strdup(o.set & SBP_OUTPUT ? o.output : "slurm-%j.out");
-    job->stderr_path = strdup(o.set & SBP_ERROR  ? o.error
-                              : job->stdout_path ? job->stdout_path
-                                                 : "");
+    job->partition = strdup(o.set & SBATCH_PARTITION ? o.partition : "");
+    job->stdout_path = strdup(o.set & SBATCH_OUTPUT ? o.output : "slurm-%j.out");
+    job->stderr_path = strdup(o.set & SBATCH_ERROR ? o.error
+                              : job->stdout_path   ? job->stdout_path
+                                                   : "");
     const char *cwd = ctx->cwd ? ctx->cwd : "/";
-    if (!(o.set & SBP_CHDIR))
+    if (!(o.set & SBATCH_CHDIR))
         job->workdir = strdup(cwd);
     else if (o.chdir[0] == '/')
         job->workdir = strdup(o.chdir);
@@ -855,32 +857,32 @@ int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
     job->script[len] = '\0';
     job->script_len = len;
 
-    job->nodes = o.set & SBP_NODES ? o.nodes : 1;
-    job->ntasks = o.set & SBP_NTASKS ? o.ntasks : job->nodes; /* one task per node */
-    job->cpus_per_task = o.set & SBP_CPUS_PER_TASK ? o.cpus_per_task : 1;
-    job->mem_mb = o.set & SBP_MEM ? o.mem_mb : 0;
-    job->time_min = o.set & SBP_TIME ? o.time_min : 0;
+    job->nodes = o.set & SBATCH_NODES ? o.nodes : 1;
+    job->ntasks = o.set & SBATCH_NTASKS ? o.ntasks : job->nodes; /* one task per node */
+    job->cpus_per_task = o.set & SBATCH_CPUS_PER_TASK ? o.cpus_per_task : 1;
+    job->mem_mb = o.set & SBATCH_MEM ? o.mem_mb : 0;
+    job->time_min = o.set & SBATCH_TIME ? o.time_min : 0;
     job->hold = o.hold;
     job->parsable = o.parsable;
     job->quiet = o.quiet;
     job->uid = ctx->uid;
     job->gid = ctx->gid;
-    if (sbp_export_env(o.set & SBP_EXPORT ? o.export_spec : NULL, ctx->environ, &job->env,
-                       &job->nenv, err, errlen) != 0)
+    if (sbatch_parse_export_env(o.set & SBATCH_EXPORT ? o.export_spec : NULL, ctx->environ,
+                                &job->env, &job->nenv, err, errlen) != 0)
         goto fail;
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     free(wrapped);
     return 0;
 oom:
     errmsg_set(err, errlen, "out of memory");
 fail:
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     free(wrapped);
-    sbp_job_free(job);
+    sbatch_parse_job_free(job);
     return -1;
 }
 
-void sbp_job_to_spec(const struct sbp_job *job, Spur__Api__JobSpec *spec)
+void sbatch_parse_job_to_spec(const struct sbatch_parse_job *job, Spur__Api__JobSpec *spec)
 {
     spec->name = job->name;
     spec->partition = job->partition;

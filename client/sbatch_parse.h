@@ -27,9 +27,9 @@
  *   - --wrap=CMD makes the script "#!/bin/sh\nCMD\n" and cannot be combined with a
  *     script file.
  *
- * Memory: struct sbp_opts and struct sbp_job own every string they point to; release
- * them with sbp_opts_free() and sbp_job_free(). Error messages are written to a caller
- * buffer, one line without the "sbatch: error: " prefix.
+ * Memory: struct sbatch_parse_opts and struct sbatch_parse_job own every string they point to;
+ * release them with sbatch_parse_opts_free() and sbatch_parse_job_free(). Error messages are
+ * written to a caller buffer, one line without the "sbatch: error: " prefix.
  */
 #ifndef SPUR_SBATCH_PARSE_H
 #define SPUR_SBATCH_PARSE_H
@@ -40,31 +40,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Which fields of struct sbp_opts were given. */
+/* Which fields of struct sbatch_parse_opts were given. */
 enum {
-    SBP_NAME = 1u << 0,
-    SBP_PARTITION = 1u << 1,
-    SBP_NODES = 1u << 2,
-    SBP_NTASKS = 1u << 3,
-    SBP_CPUS_PER_TASK = 1u << 4,
-    SBP_MEM = 1u << 5,
-    SBP_TIME = 1u << 6,
-    SBP_OUTPUT = 1u << 7,
-    SBP_ERROR = 1u << 8,
-    SBP_CHDIR = 1u << 9,
-    SBP_HOLD = 1u << 10,
-    SBP_WRAP = 1u << 11,
-    SBP_EXPORT = 1u << 12,
-    SBP_PARSABLE = 1u << 13,
-    SBP_QUIET = 1u << 14,
-    SBP_HELP = 1u << 15,
-    SBP_USAGE = 1u << 16,
-    SBP_VERSION = 1u << 17,
+    SBATCH_NAME = 1u << 0,
+    SBATCH_PARTITION = 1u << 1,
+    SBATCH_NODES = 1u << 2,
+    SBATCH_NTASKS = 1u << 3,
+    SBATCH_CPUS_PER_TASK = 1u << 4,
+    SBATCH_MEM = 1u << 5,
+    SBATCH_TIME = 1u << 6,
+    SBATCH_OUTPUT = 1u << 7,
+    SBATCH_ERROR = 1u << 8,
+    SBATCH_CHDIR = 1u << 9,
+    SBATCH_HOLD = 1u << 10,
+    SBATCH_WRAP = 1u << 11,
+    SBATCH_EXPORT = 1u << 12,
+    SBATCH_PARSABLE = 1u << 13,
+    SBATCH_QUIET = 1u << 14,
+    SBATCH_HELP = 1u << 15,
+    SBATCH_USAGE = 1u << 16,
+    SBATCH_VERSION = 1u << 17,
 };
 
 /* Options as given in one place (command line or script). */
-struct sbp_opts {
-    unsigned set; /* SBP_* bits */
+struct sbatch_parse_opts {
+    unsigned set; /* SBATCH_* bits */
     char *name;
     char *partition;
     uint32_t nodes;
@@ -83,7 +83,7 @@ struct sbp_opts {
 };
 
 /* What the I/O shell knows about the submitting process. */
-struct sbp_context {
+struct sbatch_parse_context {
     const char *cwd;           /* absolute; the default working directory */
     const char *script_path;   /* the script file as named, or NULL (stdin or --wrap) */
     char *const *environ;      /* "NAME=value" strings, NULL-terminated; NULL: empty */
@@ -94,7 +94,7 @@ struct sbp_context {
 };
 
 /* The job to submit: every default applied. */
-struct sbp_job {
+struct sbatch_parse_job {
     char *name;
     char *partition; /* "" : the default partition */
     uint32_t nodes, ntasks, cpus_per_task;
@@ -114,53 +114,53 @@ struct sbp_job {
     bool quiet;
 };
 
-void sbp_opts_free(struct sbp_opts *o);
-void sbp_job_free(struct sbp_job *j);
+void sbatch_parse_opts_free(struct sbatch_parse_opts *o);
+void sbatch_parse_job_free(struct sbatch_parse_job *j);
 
 /*
  * Parse the command line (argv[0] is the program). Stops at the first word that is not
  * an option (the script) or after "--"; *script_index is its index, or argc when there
  * is none. Returns 0, or -1 with err set.
  */
-int sbp_parse_args(struct sbp_opts *o, int argc, char *const *argv, int *script_index, char *err,
-                   size_t errlen);
+int sbatch_parse_parse_args(struct sbatch_parse_opts *o, int argc, char *const *argv,
+                            int *script_index, char *err, size_t errlen);
 
 /*
  * Apply the #SBATCH directives at the top of script[0..len). Errors name the line.
  * Returns 0 or -1.
  */
-int sbp_parse_directives(struct sbp_opts *o, const char *script, size_t len, char *err,
-                         size_t errlen);
+int sbatch_parse_parse_directives(struct sbatch_parse_opts *o, const char *script, size_t len,
+                                  char *err, size_t errlen);
 
 /* Copy into dst every field src has set (src wins). Returns 0 or -1 (out of memory). */
-int sbp_merge(struct sbp_opts *dst, const struct sbp_opts *src);
+int sbatch_parse_merge(struct sbatch_parse_opts *dst, const struct sbatch_parse_opts *src);
 
 /* Time limit, see above. Returns 0 or -1. */
-int sbp_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen);
+int sbatch_parse_parse_time(const char *s, uint32_t *minutes, char *err, size_t errlen);
 /* Memory size to MB, see above. Returns 0 or -1. */
-int sbp_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen);
+int sbatch_parse_parse_mem(const char *s, uint64_t *mb, char *err, size_t errlen);
 
 /*
  * The environment to send for an --export value (NULL: ALL). On success *out is a
  * NULL-terminated vector of "NAME=value" strings with *n entries (free each and the
  * vector). Returns 0 or -1.
  */
-int sbp_export_env(const char *spec, char *const *environ, char ***out, size_t *n, char *err,
-                   size_t errlen);
+int sbatch_parse_export_env(const char *spec, char *const *environ, char ***out, size_t *n,
+                            char *err, size_t errlen);
 
 /* "#!/bin/sh\nCMD\n", or NULL when out of memory. */
-char *sbp_wrap_script(const char *cmd);
+char *sbatch_parse_wrap_script(const char *cmd);
 
 /*
  * Refuse a script over the limit. exact: len is the real size; otherwise the script is
  * known only to be longer than limit. Returns 0 or -1.
  */
-int sbp_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen);
+int sbatch_parse_check_size(size_t len, bool exact, uint32_t limit, char *err, size_t errlen);
 /*
  * Empty, NUL bytes, DOS line breaks, no "#!" first line: the batch script rule the server
  * applies too (jobscript_check(), common/jobscript.h), with the same messages. 0 or -1.
  */
-int sbp_check_script(const char *script, size_t len, char *err, size_t errlen);
+int sbatch_parse_check_script(const char *script, size_t len, char *err, size_t errlen);
 
 /*
  * Build the job: script checks, directives, command line over directives, defaults
@@ -169,13 +169,14 @@ int sbp_check_script(const char *script, size_t len, char *err, size_t errlen);
  * taken from it), and the environment from --export. script is NULL with --wrap.
  * Returns 0 or -1 with err set.
  */
-int sbp_build(const struct sbp_opts *cli, const char *script, size_t len,
-              const struct sbp_context *ctx, struct sbp_job *job, char *err, size_t errlen);
+int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, size_t len,
+                       const struct sbatch_parse_context *ctx, struct sbatch_parse_job *job,
+                       char *err, size_t errlen);
 
 /*
  * Point spec's fields at job's (job must outlive spec; nothing is copied except the env
  * vector pointer).
  */
-void sbp_job_to_spec(const struct sbp_job *job, Spur__Api__JobSpec *spec);
+void sbatch_parse_job_to_spec(const struct sbatch_parse_job *job, Spur__Api__JobSpec *spec);
 
 #endif

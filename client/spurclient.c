@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct spurc {
+struct spurclient {
     char **hosts;
     size_t nhosts;
     size_t cur; /* index of the host to try first */
@@ -48,7 +48,7 @@ static uint64_t random_u64(void)
     return v ? v : 1;
 }
 
-char **spurc_hosts_parse(const char *list, size_t *n)
+char **spurclient_hosts_parse(const char *list, size_t *n)
 {
     size_t cap = 4, k = 0;
     char **v = calloc(cap + 1, sizeof(char *));
@@ -76,14 +76,14 @@ char **spurc_hosts_parse(const char *list, size_t *n)
     return v;
 }
 
-void spurc_hosts_free(char **v, size_t n)
+void spurclient_hosts_free(char **v, size_t n)
 {
     strv_free(v, n);
 }
 
-struct spurc *spurc_new(const struct spurc_options *o)
+struct spurclient *spurclient_new(const struct spurclient_options *o)
 {
-    struct spurc *c = calloc(1, sizeof(*c));
+    struct spurclient *c = calloc(1, sizeof(*c));
     if (c == NULL || o->nhosts == 0)
         goto fail;
     c->hosts = calloc(o->nhosts, sizeof(char *));
@@ -113,11 +113,11 @@ struct spurc *spurc_new(const struct spurc_options *o)
     c->fd = -1;
     return c;
 fail:
-    spurc_free(c);
+    spurclient_free(c);
     return NULL;
 }
 
-static void disconnect(struct spurc *c)
+static void disconnect(struct spurclient *c)
 {
     if (c->fd >= 0)
         close(c->fd);
@@ -126,41 +126,41 @@ static void disconnect(struct spurc *c)
     frame_reader_free(&c->rd); /* what was read belongs to that connection */
 }
 
-void spurc_free(struct spurc *c)
+void spurclient_free(struct spurclient *c)
 {
     if (c == NULL)
         return;
     disconnect(c);
-    spurc_hosts_free(c->hosts, c->nhosts);
+    spurclient_hosts_free(c->hosts, c->nhosts);
     free(c->cluster_name);
     free(c->user);
     free(c);
 }
 
-const char *spurc_current_host(const struct spurc *c)
+const char *spurclient_current_host(const struct spurclient *c)
 {
     return c->last_ok[0] ? c->last_ok : NULL;
 }
 
-uint32_t spurc_set_timeout(struct spurc *c, uint32_t timeout_ms)
+uint32_t spurclient_set_timeout(struct spurclient *c, uint32_t timeout_ms)
 {
     uint32_t old = c->timeout_ms;
     c->timeout_ms = timeout_ms ? timeout_ms : 10000;
     return old;
 }
 
-uint64_t spurc_client_id(const struct spurc *c)
+uint64_t spurclient_client_id(const struct spurclient *c)
 {
     return c->client_id;
 }
 
-const char *spurc_cluster_name(const struct spurc *c)
+const char *spurclient_cluster_name(const struct spurclient *c)
 {
     return c->cluster_name[0] ? c->cluster_name : NULL;
 }
 
 /* Take the cluster name a replica's answer carries, the first time one does. */
-static int adopt_cluster(struct spurc *c, const spurc_response *r)
+static int adopt_cluster(struct spurclient *c, const spurclient_response *r)
 {
     if (c->cluster_name[0] != '\0' || r->cluster_name == NULL || r->cluster_name[0] == '\0')
         return 0;
@@ -172,7 +172,7 @@ static int adopt_cluster(struct spurc *c, const spurc_response *r)
     return 0;
 }
 
-void spurc_response_free(spurc_response *r)
+void spurclient_response_free(spurclient_response *r)
 {
     if (r)
         spur__api__response__free_unpacked(r, NULL);
@@ -275,7 +275,7 @@ static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
  * Returns 0, 1 with errno set (ECONNRESET at end of stream, ETIMEDOUT), or the reader's
  * FRAME_TOO_BIG (a buffered header announces more than max_frame) or FRAME_NOMEM.
  */
-static int read_some(struct spurc *c, uint64_t deadline)
+static int read_some(struct spurclient *c, uint64_t deadline)
 {
     uint8_t *p = NULL;
     size_t space = 0;
@@ -306,12 +306,12 @@ static int read_some(struct spurc *c, uint64_t deadline)
     }
 }
 
-static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
-                   spurc_response **resp, char *err, size_t errlen);
+static int receive(struct spurclient *c, const spurclient_request *req, uint64_t deadline,
+                   spurclient_response **resp, char *err, size_t errlen);
 
 /* One exchange on the current connection. Returns 0 with *resp, or -1 with err. */
-static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spurc_response **resp,
-                    char *err, size_t errlen)
+static int exchange(struct spurclient *c, spurclient_request *req, uint64_t deadline,
+                    spurclient_response **resp, char *err, size_t errlen)
 {
     size_t n = spur__api__request__get_packed_size(req);
     if (n > c->max_frame) {
@@ -347,8 +347,8 @@ static int exchange(struct spurc *c, spurc_request *req, uint64_t deadline, spur
  * Read frames until the answer to req. Returns 0 with *resp, -1 (connection or frame
  * trouble: try elsewhere), or -2 (give up) with err.
  */
-static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
-                   spurc_response **resp, char *err, size_t errlen)
+static int receive(struct spurclient *c, const spurclient_request *req, uint64_t deadline,
+                   spurclient_response **resp, char *err, size_t errlen)
 {
     for (;;) {
         const uint8_t *payload = NULL;
@@ -379,7 +379,7 @@ static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
             snprintf(err, errlen, "out of memory");
             return -2;
         }
-        spurc_response *r = spur__api__response__unpack(NULL, len, payload);
+        spurclient_response *r = spur__api__response__unpack(NULL, len, payload);
         if (r == NULL) {
             snprintf(err, errlen, "%s: undecodable answer", c->fd_target);
             return -1;
@@ -391,14 +391,14 @@ static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
          */
         if (r->request_id != req->request_id &&
             !(r->request_id == 0 && r->code != SPUR__API__CODE__CODE_OK)) {
-            spurc_response_free(r);
+            spurclient_response_free(r);
             continue;
         }
         if (r->protocol_version != SPUR_PROTOCOL_VERSION &&
             r->code != SPUR__API__CODE__CODE_REFUSED) {
             snprintf(err, errlen, "%s: speaks protocol version %u, this client %u", c->fd_target,
                      r->protocol_version, SPUR_PROTOCOL_VERSION);
-            spurc_response_free(r);
+            spurclient_response_free(r);
             return -2;
         }
         *resp = r;
@@ -414,8 +414,8 @@ static int receive(struct spurc *c, const spurc_request *req, uint64_t deadline,
  * Returns 0 (learned), 1 with *refusal set (the replica refused: that is the call's
  * answer), -1 (connection trouble: try elsewhere) or -2 (give up), with err.
  */
-static int learn_cluster(struct spurc *c, uint64_t deadline, spurc_response **refusal, char *err,
-                         size_t errlen)
+static int learn_cluster(struct spurclient *c, uint64_t deadline, spurclient_response **refusal,
+                         char *err, size_t errlen)
 {
     Spur__Api__Request ping_req = SPUR__API__REQUEST__INIT;
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
@@ -426,13 +426,13 @@ static int learn_cluster(struct spurc *c, uint64_t deadline, spurc_response **re
     ping_req.timeout_ms = (uint32_t)remaining_ms(deadline);
     ping_req.op_case = SPUR__API__REQUEST__OP_PING;
     ping_req.ping = &ping;
-    spurc_response *r = NULL;
+    spurclient_response *r = NULL;
     int rc = exchange(c, &ping_req, deadline, &r, err, errlen);
     if (rc != 0)
         return rc;
     if (r->code == SPUR__API__CODE__CODE_OK && r->cluster_name && r->cluster_name[0]) {
         rc = adopt_cluster(c, r);
-        spurc_response_free(r);
+        spurclient_response_free(r);
         if (rc != 0) {
             snprintf(err, errlen, "out of memory");
             return -2;
@@ -441,15 +441,15 @@ static int learn_cluster(struct spurc *c, uint64_t deadline, spurc_response **re
     }
     if (r->code == SPUR__API__CODE__CODE_OK) {
         snprintf(err, errlen, "%s: the answer names no cluster", c->fd_target);
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return -1;
     }
     *refusal = r;
     return 1;
 }
 
-int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response **resp, char *err,
-               size_t errlen)
+int spurclient_call(struct spurclient *c, spurclient_request *req, bool write,
+                    spurclient_response **resp, char *err, size_t errlen)
 {
     uint64_t deadline = mono_ms() + c->timeout_ms;
     char hint[300] = "";
@@ -463,7 +463,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
     size_t idx = c->cur;
     size_t misses = 0;
     uint32_t backoff = 10; /* ms; doubles to 250: an election or hand-over takes 0.05-2 s */
-    spurc_response *last = NULL;
+    spurclient_response *last = NULL;
     char lasterr[400] = "no replica tried";
 
     req->protocol_version = SPUR_PROTOCOL_VERSION;
@@ -491,7 +491,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             }
             snprintf(c->fd_target, sizeof(c->fd_target), "%s", target);
         }
-        spurc_response *r = NULL;
+        spurclient_response *r = NULL;
         int rc = 0;
         /* A Ping may go without the name (and its answer brings it); nothing else may. */
         if (c->cluster_name[0] == '\0' && req->op_case != SPUR__API__REQUEST__OP_PING)
@@ -507,7 +507,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
         if (rc == -2) {
             /* A definite failure (see receive()): say it as it is. */
             disconnect(c);
-            spurc_response_free(last);
+            spurclient_response_free(last);
             snprintf(err, errlen, "%s", lasterr);
             return -1;
         }
@@ -519,7 +519,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
         snprintf(c->last_ok, sizeof(c->last_ok), "%s", c->fd_target);
         if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE ||
             r->code == SPUR__API__CODE__CODE_TIMEOUT) {
-            spurc_response_free(last);
+            spurclient_response_free(last);
             last = r;
             if (r->leader_hint && r->leader_hint[0] && !hint_used &&
                 strcmp(r->leader_hint, c->fd_target) != 0) {
@@ -531,8 +531,8 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             goto next_host;
         }
         if (r->code == SPUR__API__CODE__CODE_OK && adopt_cluster(c, r) != 0) {
-            spurc_response_free(r);
-            spurc_response_free(last);
+            spurclient_response_free(r);
+            spurclient_response_free(last);
             snprintf(err, errlen, "out of memory");
             return -1;
         }
@@ -544,7 +544,7 @@ int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response *
             snprintf(c->leader, sizeof(c->leader), "%s", r->leader_hint);
         if (r->request_id != req->request_id)
             disconnect(c); /* the replica closes after such an answer (receive()) */
-        spurc_response_free(last);
+        spurclient_response_free(last);
         *resp = r;
         return 0;
     next_host:

@@ -19,8 +19,8 @@
  *     on every connection: a replica of another cluster later in the host list is still
  *     refused. A Ping call itself goes out without the name and its answer teaches it.
  *
- * Ownership: spurc_call() returns a response the caller frees with spurc_response_free().
- * One struct spurc is one connection, used by one thread at a time.
+ * Ownership: spurclient_call() returns a response the caller frees with spurclient_response_free().
+ * One struct spurclient is one connection, used by one thread at a time.
  */
 #ifndef SPUR_SPURCLIENT_H
 #define SPUR_SPURCLIENT_H
@@ -31,10 +31,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef Spur__Api__Request spurc_request;
-typedef Spur__Api__Response spurc_response;
+typedef Spur__Api__Request spurclient_request;
+typedef Spur__Api__Response spurclient_response;
 
-struct spurc_options {
+struct spurclient_options {
     const char *const *hosts; /* "host:port" strings; at least one */
     size_t nhosts;
     const char *cluster_name; /* NULL or "": learn it from the first replica that answers */
@@ -43,30 +43,30 @@ struct spurc_options {
     const char *user;    /* sent in every request; NULL: the login name */
 };
 
-struct spurc;
+struct spurclient;
 
-struct spurc *spurc_new(const struct spurc_options *o);
-void spurc_free(struct spurc *c);
+struct spurclient *spurclient_new(const struct spurclient_options *o);
+void spurclient_free(struct spurclient *c);
 
 /*
  * Send req and wait for its response. write: give it (client_id, seq) for exactly-once
  * (a retry keeps them). Returns 0 with *resp set (any code, including errors the server
  * reported), or -1 when no replica answered in time; err then says why.
  */
-int spurc_call(struct spurc *c, spurc_request *req, bool write, spurc_response **resp, char *err,
-               size_t errlen);
-void spurc_response_free(spurc_response *r);
+int spurclient_call(struct spurclient *c, spurclient_request *req, bool write,
+                    spurclient_response **resp, char *err, size_t errlen);
+void spurclient_response_free(spurclient_response *r);
 /* Change the per-call deadline (0: 10000 ms); returns the previous one. */
-uint32_t spurc_set_timeout(struct spurc *c, uint32_t timeout_ms);
+uint32_t spurclient_set_timeout(struct spurclient *c, uint32_t timeout_ms);
 
 /* The host:port that answered last, or NULL. */
-const char *spurc_current_host(const struct spurc *c);
-uint64_t spurc_client_id(const struct spurc *c);
+const char *spurclient_current_host(const struct spurclient *c);
+uint64_t spurclient_client_id(const struct spurclient *c);
 /* The cluster name requests carry: the one given, or the one learned; NULL: not yet. */
-const char *spurc_cluster_name(const struct spurc *c);
+const char *spurclient_cluster_name(const struct spurclient *c);
 
-/* Split "a:1,b:2" into a NULL-terminated vector (caller frees with spurc_hosts_free). */
-char **spurc_hosts_parse(const char *list, size_t *n);
-void spurc_hosts_free(char **v, size_t n);
+/* Split "a:1,b:2" into a NULL-terminated vector (caller frees with spurclient_hosts_free). */
+char **spurclient_hosts_parse(const char *list, size_t *n);
+void spurclient_hosts_free(char **v, size_t n);
 
 #endif

@@ -13,7 +13,7 @@
 #define SPUR_NODE_API_H
 
 #include "api.h"
-#include "forward.h"
+#include "forwarder.h"
 #include "node.h"
 
 #include <stddef.h>

@@ -18,7 +18,7 @@
 
 #include "api.h"
 #include "controller.h"
-#include "forward.h"
+#include "forwarder.h"
 #include "httpd.h"
 #include "log.h"
 #include "node.h"

@@ -26,12 +26,14 @@ int main(int argc, char **argv)
         return 64;
     }
     size_t nhosts;
-    char **hosts = spurc_hosts_parse(argv[1], &nhosts);
+    char **hosts = spurclient_hosts_parse(argv[1], &nhosts);
     uint64_t duration = strtoull(argv[3], NULL, 10);
     uint32_t timeout = argc > 4 ? (uint32_t)atoi(argv[4]) : 5000;
-    struct spurc_options o = {.hosts = (const char *const *)hosts, .nhosts = nhosts,
-                              .cluster_name = argv[2], .timeout_ms = timeout};
-    struct spurc *c = spurc_new(&o);
+    struct spurclient_options o = {.hosts = (const char *const *)hosts,
+                                   .nhosts = nhosts,
+                                   .cluster_name = argv[2],
+                                   .timeout_ms = timeout};
+    struct spurclient *c = spurclient_new(&o);
     if (c == NULL)
         return 71;
     size_t cap = 1 << 16, n = 0;
@@ -49,18 +51,18 @@ int main(int argc, char **argv)
         sj.spec = &spec;
         req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
         req.submit_job = &sj;
-        spurc_response *r = NULL;
+        spurclient_response *r = NULL;
         char err[256];
         double t0 = (double)mono_ns() / 1e6;
-        int rc = spurc_call(c, &req, true, &r, err, sizeof(err));
+        int rc = spurclient_call(c, &req, true, &r, err, sizeof(err));
         double t1 = (double)mono_ns() / 1e6;
         recs[n++] = (struct rec){t0, t1, rc == 0 && r->code == SPUR__API__CODE__CODE_OK};
-        spurc_response_free(r);
+        spurclient_response_free(r);
     }
     for (size_t i = 0; i < n; i++)
         printf("%.3f %.3f %d\n", recs[i].t0, recs[i].t1, recs[i].ok);
     free(recs);
-    spurc_free(c);
-    spurc_hosts_free(hosts, nhosts);
+    spurclient_free(c);
+    spurclient_hosts_free(hosts, nhosts);
     return 0;
 }

@@ -6,11 +6,11 @@
  *         [--clients 1,16,64] [--seconds 10] [--warmup 1] [--script-bytes 256]
  *         [--jobs N] [--name NAME] [--user NAME] [--timeout-ms 10000]
  *
- * What one row measures: `clients` threads, each with its own struct spurc (one
+ * What one row measures: `clients` threads, each with its own struct spurclient (one
  * connection, its own client id), submit jobs back to back as exactly-once writes, the
  * way sbatch does: a SubmitJob with a `script-bytes` batch script, the default partition,
  * no environment (sbatch --export=NONE). A submission counts when the reply says OK and
- * carries a job id; its latency is spurc_call()'s wall time, so it includes the leader's
+ * carries a job id; its latency is spurclient_call()'s wall time, so it includes the leader's
  * batching, the fsync of the log on the leader and on a follower, replication, apply and
  * the reply. The first `warmup` seconds are not counted; then the row counts every
  * submission that completes in the next `seconds` seconds.
@@ -69,7 +69,7 @@ struct run {
 /* One client thread; owns its connection and its latency samples. */
 struct worker {
     struct run *run;
-    struct spurc *client;
+    struct spurclient *client;
     uint64_t *lat_ns; /* latencies of the counted submissions */
     size_t n, cap;
     uint64_t errors;
@@ -138,9 +138,9 @@ static uint64_t submit_one(struct worker *w)
     req.user = (char *)o->user;
 
     char err[400];
-    spurc_response *r = NULL;
+    spurclient_response *r = NULL;
     uint64_t t0 = now_ns();
-    if (spurc_call(w->client, &req, true, &r, err, sizeof(err)) != 0) {
+    if (spurclient_call(w->client, &req, true, &r, err, sizeof(err)) != 0) {
         note_error(w->run, err);
         return 0;
     }
@@ -151,7 +151,7 @@ static uint64_t submit_one(struct worker *w)
         snprintf(err, sizeof(err), "code %d: %s", (int)r->code, r->error ? r->error : "");
         note_error(w->run, err);
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     return ok ? (dt ? dt : 1) : 0;
 }
 
@@ -203,16 +203,16 @@ static double pct_ms(const uint64_t *v, size_t n, double p)
     return (double)v[k - 1] / 1e6;
 }
 
-static struct spurc *new_client(const struct options *o)
+static struct spurclient *new_client(const struct options *o)
 {
-    struct spurc_options so = {
+    struct spurclient_options so = {
         .hosts = (const char *const *)o->hosts,
         .nhosts = o->nhosts,
         .cluster_name = o->cluster,
         .timeout_ms = o->timeout_ms,
         .user = o->user,
     };
-    return spurc_new(&so);
+    return spurclient_new(&so);
 }
 
 /* Run one row; prints it. Returns the number of failed submissions, or -1. */
@@ -289,7 +289,7 @@ join:
     rc = (long)errors;
 out:
     for (unsigned i = 0; i < nclients; i++) {
-        spurc_free(ws[i].client);
+        spurclient_free(ws[i].client);
         free(ws[i].lat_ns);
     }
     free(ws);
@@ -300,16 +300,16 @@ out:
 /* Ask any replica who leads, and move the leader's address to the front of o->hosts. */
 static void leader_first(struct options *o)
 {
-    struct spurc *c = new_client(o);
+    struct spurclient *c = new_client(o);
     if (c == NULL)
         return;
     Spur__Api__Request req = SPUR__API__REQUEST__INIT;
     Spur__Api__RaftStatusRequest rs = SPUR__API__RAFT_STATUS_REQUEST__INIT;
     req.op_case = SPUR__API__REQUEST__OP_RAFT_STATUS;
     req.raft_status = &rs;
-    spurc_response *r = NULL;
+    spurclient_response *r = NULL;
     char err[400];
-    if (spurc_call(c, &req, false, &r, err, sizeof(err)) == 0 && r->leader_hint &&
+    if (spurclient_call(c, &req, false, &r, err, sizeof(err)) == 0 && r->leader_hint &&
         r->leader_hint[0]) {
         for (size_t i = 1; i < o->nhosts; i++) {
             if (strcmp(o->hosts[i], r->leader_hint) == 0) {
@@ -322,8 +322,8 @@ static void leader_first(struct options *o)
     } else {
         fprintf(stderr, "bench_submit: leader unknown; clients start at %s\n", o->hosts[0]);
     }
-    spurc_response_free(r);
-    spurc_free(c);
+    spurclient_response_free(r);
+    spurclient_free(c);
 }
 
 /* "#!/bin/sh" + a comment filling the script to exactly n bytes + "true". */
@@ -425,7 +425,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 64;
     }
-    o.hosts = spurc_hosts_parse(hosts, &o.nhosts);
+    o.hosts = spurclient_hosts_parse(hosts, &o.nhosts);
     if (o.hosts == NULL || o.nhosts == 0) {
         fprintf(stderr, "bench_submit: no hosts in \"%s\"\n", hosts);
         return 64;
@@ -448,6 +448,6 @@ int main(int argc, char **argv)
             status = 1;
     }
     free(script);
-    spurc_hosts_free(o.hosts, o.nhosts);
+    spurclient_hosts_free(o.hosts, o.nhosts);
     return status;
 }

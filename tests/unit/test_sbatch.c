@@ -32,7 +32,7 @@ static char err[512];
 /* ---- helpers ------------------------------------------------------------------------ */
 
 /* Parse a NULL-terminated list of words as a command line (argv[0] = "sbatch"). */
-static int args(struct sbp_opts *o, int *script_index, ...)
+static int args(struct sbatch_parse_opts *o, int *script_index, ...)
 {
     char *argv[64];
     int argc = 0;
@@ -46,25 +46,25 @@ static int args(struct sbp_opts *o, int *script_index, ...)
     int si;
     memset(o, 0, sizeof(*o));
     err[0] = '\0';
-    int rc = sbp_parse_args(o, argc, argv, &si, err, sizeof(err));
+    int rc = sbatch_parse_parse_args(o, argc, argv, &si, err, sizeof(err));
     if (script_index)
         *script_index = si;
     return rc;
 }
 
-static int directives(struct sbp_opts *o, const char *script)
+static int directives(struct sbatch_parse_opts *o, const char *script)
 {
     memset(o, 0, sizeof(*o));
     err[0] = '\0';
-    return sbp_parse_directives(o, script, strlen(script), err, sizeof(err));
+    return sbatch_parse_parse_directives(o, script, strlen(script), err, sizeof(err));
 }
 
 static char *test_env[] = {"HOME=/home/alice", "PATH=/usr/bin:/bin", "LANG=C",
                            "EMPTY=",           "NOEQUALS",           NULL};
 
-static struct sbp_context ctx(const char *script_path)
+static struct sbatch_parse_context ctx(const char *script_path)
 {
-    struct sbp_context c = {
+    struct sbatch_parse_context c = {
         .cwd = "/home/alice/work",
         .script_path = script_path,
         .environ = test_env,
@@ -77,7 +77,7 @@ static struct sbp_context ctx(const char *script_path)
 }
 
 /* Build a job from a command line (words, NULL-terminated) and a script. */
-static int build(struct sbp_job *job, const char *script, const char *path, ...)
+static int build(struct sbatch_parse_job *job, const char *script, const char *path, ...)
 {
     char *argv[64];
     int argc = 0;
@@ -88,16 +88,16 @@ static int build(struct sbp_job *job, const char *script, const char *path, ...)
         argv[argc++] = w;
     va_end(ap);
     argv[argc] = NULL;
-    struct sbp_opts o = {0};
+    struct sbatch_parse_opts o = {0};
     int si;
     err[0] = '\0';
     memset(job, 0, sizeof(*job));
-    int rc = sbp_parse_args(&o, argc, argv, &si, err, sizeof(err));
+    int rc = sbatch_parse_parse_args(&o, argc, argv, &si, err, sizeof(err));
     if (rc == 0) {
-        struct sbp_context c = ctx(path);
-        rc = sbp_build(&o, script, script ? strlen(script) : 0, &c, job, err, sizeof(err));
+        struct sbatch_parse_context c = ctx(path);
+        rc = sbatch_parse_build(&o, script, script ? strlen(script) : 0, &c, job, err, sizeof(err));
     }
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     return rc;
 }
 
@@ -123,7 +123,7 @@ static const struct {
 START_TEST(test_time_good)
 {
     uint32_t m = 12345;
-    int rc = sbp_parse_time(good_times[_i].in, &m, err, sizeof(err));
+    int rc = sbatch_parse_parse_time(good_times[_i].in, &m, err, sizeof(err));
     ck_assert_msg(rc == 0, "%s: %s", good_times[_i].in, err);
     ck_assert_uint_eq(m, good_times[_i].minutes);
 }
@@ -158,7 +158,7 @@ static const char *const bad_times[] = {
 START_TEST(test_time_bad)
 {
     uint32_t m = 777;
-    ck_assert_int_eq(sbp_parse_time(bad_times[_i], &m, err, sizeof(err)), -1);
+    ck_assert_int_eq(sbatch_parse_parse_time(bad_times[_i], &m, err, sizeof(err)), -1);
     ck_assert_uint_eq(m, 777);
     ASSERT_ERR_HAS("invalid time limit");
 }
@@ -182,8 +182,8 @@ START_TEST(test_mem)
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         uint64_t mb = 1;
-        ck_assert_msg(sbp_parse_mem(good[i].in, &mb, err, sizeof(err)) == 0, "%s: %s", good[i].in,
-                      err);
+        ck_assert_msg(sbatch_parse_parse_mem(good[i].in, &mb, err, sizeof(err)) == 0, "%s: %s",
+                      good[i].in, err);
         ck_assert_uint_eq(mb, good[i].mb);
     }
     static const char *const bad[] = {"",
@@ -200,7 +200,8 @@ START_TEST(test_mem)
                                       "17592186044416T"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t mb = 9;
-        ck_assert_msg(sbp_parse_mem(bad[i], &mb, err, sizeof(err)) == -1, "%s accepted", bad[i]);
+        ck_assert_msg(sbatch_parse_parse_mem(bad[i], &mb, err, sizeof(err)) == -1, "%s accepted",
+                      bad[i]);
         ck_assert_uint_eq(mb, 9);
         ASSERT_ERR_HAS("--mem");
     }
@@ -211,7 +212,7 @@ END_TEST
 
 START_TEST(test_option_forms)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     const char *const forms[][3] = {
         {"--job-name=foo", NULL, NULL}, {"--job-name", "foo", NULL}, {"-J", "foo", NULL},
         {"-Jfoo", NULL, NULL},          {"--job=foo", NULL, NULL}, /* a unique prefix */
@@ -219,25 +220,25 @@ START_TEST(test_option_forms)
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
         int si;
         ck_assert_int_eq(args(&o, &si, forms[i][0], forms[i][1], forms[i][2], NULL), 0);
-        ck_assert(o.set & SBP_NAME);
+        ck_assert(o.set & SBATCH_NAME);
         ck_assert_str_eq(o.name, "foo");
-        sbp_opts_free(&o);
+        sbatch_parse_opts_free(&o);
     }
     /* "--opt=" with '=' inside the value keeps the rest. */
     ck_assert_int_eq(args(&o, NULL, "--export=A=b=c", NULL), 0);
     ck_assert_str_eq(o.export_spec, "A=b=c");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* A value that looks like an option is still the value. */
     ck_assert_int_eq(args(&o, NULL, "-J", "-N", NULL), 0);
     ck_assert_str_eq(o.name, "-N");
-    ck_assert(!(o.set & SBP_NODES));
-    sbp_opts_free(&o);
+    ck_assert(!(o.set & SBATCH_NODES));
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_every_option)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     int si;
     ck_assert_int_eq(args(&o, &si, "-J", "n", "-p", "gpu", "-N", "2", "-n", "8", "-c", "4", "--mem",
                           "2G", "-t", "1:00:00", "-o", "out.%j", "-e", "err.%j", "-D", "/tmp", "-H",
@@ -256,7 +257,7 @@ START_TEST(test_every_option)
     ck_assert_str_eq(o.chdir, "/tmp");
     ck_assert(o.hold && o.parsable && o.quiet);
     ck_assert_str_eq(o.export_spec, "NONE");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 
     /* Long names of the short ones, and --workdir for --chdir. */
     ck_assert_int_eq(args(&o, &si, "--partition=p", "--nodes=3", "--ntasks=5", "--cpus-per-task=2",
@@ -269,29 +270,29 @@ START_TEST(test_every_option)
     ck_assert_uint_eq(o.time_min, 7);
     ck_assert_str_eq(o.chdir, "d");
     ck_assert_int_eq(si, 11);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(args(&o, &si, "--workdir=/w", NULL), 0);
     ck_assert_str_eq(o.chdir, "/w");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_bundled_flags)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(args(&o, NULL, "-HQ", NULL), 0);
     ck_assert(o.hold && o.quiet);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* A flag, then an option taking the rest of the word as its value. */
     ck_assert_int_eq(args(&o, NULL, "-HJname", NULL), 0);
     ck_assert(o.hold);
     ck_assert_str_eq(o.name, "name");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* ... or the next word. */
     ck_assert_int_eq(args(&o, NULL, "-QN", "4", NULL), 0);
     ck_assert(o.quiet);
     ck_assert_uint_eq(o.nodes, 4);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
@@ -312,10 +313,10 @@ START_TEST(test_bad_options)
         {"-J", "", "non-empty"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        struct sbp_opts o;
+        struct sbatch_parse_opts o;
         ck_assert_int_eq(args(&o, NULL, t[i].word, t[i].value, NULL), -1);
         ASSERT_ERR_HAS(t[i].msg);
-        sbp_opts_free(&o);
+        sbatch_parse_opts_free(&o);
     }
 }
 END_TEST
@@ -326,65 +327,65 @@ START_TEST(test_bad_counts)
     static const char *const opt[] = {"-N", "-n", "-c"};
     for (size_t k = 0; k < 3; k++) {
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-            struct sbp_opts o;
+            struct sbatch_parse_opts o;
             ck_assert_msg(args(&o, NULL, opt[k], bad[i], NULL) == -1, "%s '%s' accepted", opt[k],
                           bad[i]);
             ASSERT_ERR_HAS("at least 1");
-            sbp_opts_free(&o);
+            sbatch_parse_opts_free(&o);
         }
     }
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(args(&o, NULL, "-N", "4294967295", NULL), 0);
     ck_assert_uint_eq(o.nodes, 4294967295u);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(args(&o, NULL, "-t", "soon", NULL), -1);
     ASSERT_ERR_HAS("soon");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(args(&o, NULL, "--mem=lots", NULL), -1);
     ASSERT_ERR_HAS("lots");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_stops_at_script)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     int si;
     /* Words after the script belong to it, options included. */
     ck_assert_int_eq(args(&o, &si, "-N", "2", "job.sh", "-N", "3", NULL), 0);
     ck_assert_int_eq(si, 3);
     ck_assert_uint_eq(o.nodes, 2);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* "--" ends the options. */
     ck_assert_int_eq(args(&o, &si, "-H", "--", "-weird-name.sh", NULL), 0);
     ck_assert_int_eq(si, 3);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* "-" alone is a word, not an option. */
     ck_assert_int_eq(args(&o, &si, "-", NULL), 0);
     ck_assert_int_eq(si, 1);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* No script: the index is argc. */
     ck_assert_int_eq(args(&o, &si, "-H", NULL), 0);
     ck_assert_int_eq(si, 2);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_help_version)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(args(&o, NULL, "--help", NULL), 0);
-    ck_assert(o.set & SBP_HELP);
-    sbp_opts_free(&o);
+    ck_assert(o.set & SBATCH_HELP);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(args(&o, NULL, "-h", NULL), 0);
-    ck_assert(o.set & SBP_HELP);
-    sbp_opts_free(&o);
+    ck_assert(o.set & SBATCH_HELP);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(args(&o, NULL, "-V", NULL), 0);
-    ck_assert(o.set & SBP_VERSION);
-    sbp_opts_free(&o);
+    ck_assert(o.set & SBATCH_VERSION);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(args(&o, NULL, "--usage", NULL), 0);
-    ck_assert(o.set & SBP_USAGE);
-    sbp_opts_free(&o);
+    ck_assert(o.set & SBATCH_USAGE);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
@@ -392,7 +393,7 @@ END_TEST
 
 START_TEST(test_directives_basic)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(directives(&o, "#!/bin/bash\n"
                                     "#SBATCH -J first\n"
                                     "#SBATCH --partition=debug\n"
@@ -407,13 +408,13 @@ START_TEST(test_directives_basic)
     ck_assert_uint_eq(o.ntasks, 4);
     ck_assert_uint_eq(o.time_min, 10);
     ck_assert_uint_eq(o.mem_mb, 1024);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_directives_stop_at_first_command)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n"
                                     "\n"
                                     "# a comment\n"
@@ -424,21 +425,21 @@ START_TEST(test_directives_stop_at_first_command)
                                     "#SBATCH --bogus-after-command\n"),
                      0);
     ck_assert_str_eq(o.name, "kept");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* An indented command counts as a command too. */
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n  true\n#SBATCH -J late\n"), 0);
-    ck_assert(!(o.set & SBP_NAME));
-    sbp_opts_free(&o);
+    ck_assert(!(o.set & SBATCH_NAME));
+    sbatch_parse_opts_free(&o);
     /* Without a newline at the end. */
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J last"), 0);
     ck_assert_str_eq(o.name, "last");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_directives_that_are_comments)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n"
                                     "# SBATCH -J spaced\n"
                                     "  #SBATCH -J indented\n"
@@ -452,7 +453,7 @@ START_TEST(test_directives_that_are_comments)
     /* Everything before the last line was a comment; the last is a real directive. */
     ASSERT_ERR_HAS("line 9");
     ASSERT_ERR_HAS("--bogus-in-comment");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n"
                                     "# SBATCH -J spaced\n"
                                     "  #SBATCH -J indented\n"
@@ -460,59 +461,59 @@ START_TEST(test_directives_that_are_comments)
                                     "#SBATCH\n"),
                      0);
     ck_assert_uint_eq(o.set, 0);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_directives_quotes)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"my job\"\n"), 0);
     ck_assert_str_eq(o.name, "my job");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --job-name='a b  c'\n"), 0);
     ck_assert_str_eq(o.name, "a b  c");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --job-name=x\"y z\"w\n"), 0);
     ck_assert_str_eq(o.name, "xy zw");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J a\\ b\n"), 0);
     ck_assert_str_eq(o.name, "a b");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"say \\\"hi\\\"\"\n"), 0);
     ck_assert_str_eq(o.name, "say \"hi\"");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* No expansion: $HOME stays as written. */
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -o $HOME/out\n"), 0);
     ck_assert_str_eq(o.output, "$HOME/out");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* A '#' inside quotes is kept. */
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"a # b\"\n"), 0);
     ck_assert_str_eq(o.name, "a # b");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"open\n"), -1);
     ASSERT_ERR_HAS("line 2");
     ASSERT_ERR_HAS("unterminated quote");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n\n#SBATCH -J 'open\n"), -1);
     ASSERT_ERR_HAS("line 3");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
 START_TEST(test_directives_trailing_comment)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J name # the job's name\n"), 0);
     ck_assert_str_eq(o.name, "name");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH --time=10 #ten minutes\n"), 0);
     ck_assert_uint_eq(o.time_min, 10);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
     /* A '#' inside a word is part of it. */
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -o out#1.txt\n"), 0);
     ck_assert_str_eq(o.output, "out#1.txt");
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
@@ -532,23 +533,23 @@ START_TEST(test_directives_errors)
         {"#!/bin/sh\n#SBATCH -J\n", "requires an argument", NULL},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-        struct sbp_opts o;
+        struct sbatch_parse_opts o;
         ck_assert_int_eq(directives(&o, t[i].script), -1);
         ASSERT_ERR_HAS(t[i].msg);
         if (t[i].msg2 != NULL)
             ASSERT_ERR_HAS(t[i].msg2);
-        sbp_opts_free(&o);
+        sbatch_parse_opts_free(&o);
     }
 }
 END_TEST
 
 START_TEST(test_directives_last_wins)
 {
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J a\n#SBATCH -J b -t 5 --time=6\n"), 0);
     ck_assert_str_eq(o.name, "b");
     ck_assert_uint_eq(o.time_min, 6);
-    sbp_opts_free(&o);
+    sbatch_parse_opts_free(&o);
 }
 END_TEST
 
@@ -565,7 +566,7 @@ static const char *script_with_directives = "#!/bin/sh\n"
 
 START_TEST(test_cli_overrides_directives)
 {
-    struct sbp_job j;
+    struct sbatch_parse_job j;
     ck_assert_int_eq(build(&j, script_with_directives, "/x/job.sh", "-J", "from_cli", "-t",
                            "UNLIMITED", "--export=LANG", NULL),
                      0);
@@ -577,14 +578,14 @@ START_TEST(test_cli_overrides_directives)
     ck_assert_str_eq(j.stderr_path, "script.out");
     ck_assert_uint_eq(j.nenv, 1);
     ck_assert_str_eq(j.env[0], "LANG=C");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* The script's values apply when the command line says nothing. */
     ck_assert_int_eq(build(&j, script_with_directives, "/x/job.sh", NULL), 0);
     ck_assert_str_eq(j.name, "from_script");
     ck_assert_uint_eq(j.time_min, 10);
     ck_assert_uint_eq(j.nenv, 0);
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* Command-line flags also win: -N on the command line over the script's. */
     ck_assert_int_eq(build(&j, script_with_directives, "/x/job.sh", "-N", "5", "-p", "cli", NULL),
@@ -592,13 +593,13 @@ START_TEST(test_cli_overrides_directives)
     ck_assert_uint_eq(j.nodes, 5);
     ck_assert_uint_eq(j.ntasks, 5);
     ck_assert_str_eq(j.partition, "cli");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 }
 END_TEST
 
 START_TEST(test_defaults)
 {
-    struct sbp_job j;
+    struct sbatch_parse_job j;
     ck_assert_int_eq(build(&j, "#!/bin/sh\nhostname\n", "scripts/run.sh", NULL), 0);
     ck_assert_str_eq(j.name, "run.sh");
     ck_assert_str_eq(j.partition, "");
@@ -621,44 +622,44 @@ START_TEST(test_defaults)
     ck_assert_str_eq(j.env[0], "HOME=/home/alice");
     ck_assert_str_eq(j.env[3], "EMPTY=");
     ck_assert_ptr_null(j.env[4]);
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* From standard input the name is "sbatch". */
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", NULL, NULL), 0);
     ck_assert_str_eq(j.name, "sbatch");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* -o alone sends stderr there too; -e alone leaves stdout at the default. */
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-o", "o.txt", NULL), 0);
     ck_assert_str_eq(j.stdout_path, "o.txt");
     ck_assert_str_eq(j.stderr_path, "o.txt");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-e", "e.txt", NULL), 0);
     ck_assert_str_eq(j.stdout_path, "slurm-%j.out");
     ck_assert_str_eq(j.stderr_path, "e.txt");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* -D: relative to the current directory, or absolute. */
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-D", "sub/dir", NULL), 0);
     ck_assert_str_eq(j.workdir, "/home/alice/work/sub/dir");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--chdir=/scratch", NULL), 0);
     ck_assert_str_eq(j.workdir, "/scratch");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* -n given: not derived from -N. */
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-N", "2", "-n", "7", NULL), 0);
     ck_assert_uint_eq(j.ntasks, 7);
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 }
 END_TEST
 
 START_TEST(test_job_to_spec)
 {
-    struct sbp_job j;
+    struct sbatch_parse_job j;
     ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-H", "--mem=3G", "-c", "2", NULL), 0);
     Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
-    sbp_job_to_spec(&j, &spec);
+    sbatch_parse_job_to_spec(&j, &spec);
     ck_assert_str_eq(spec.name, "a.sh");
     ck_assert(spec.hold);
     ck_assert_uint_eq(spec.mem_mb, 3072);
@@ -668,7 +669,7 @@ START_TEST(test_job_to_spec)
     ck_assert_uint_eq(spec.n_env, j.nenv);
     ck_assert_uint_eq(spec.uid, 1000);
     ck_assert_str_eq(spec.workdir, "/home/alice/work");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 }
 END_TEST
 
@@ -676,7 +677,7 @@ END_TEST
 
 START_TEST(test_script_checks)
 {
-    struct sbp_job j;
+    struct sbatch_parse_job j;
     ck_assert_int_eq(build(&j, NULL, NULL, NULL), -1);
     ASSERT_ERR_HAS("no batch script");
     ck_assert_int_eq(build(&j, "", "a.sh", NULL), -1);
@@ -694,14 +695,15 @@ START_TEST(test_script_checks)
     ASSERT_ERR_HAS("DOS line breaks");
     /* A lone \r is not a DOS line break. */
     ck_assert_int_eq(build(&j, "#!/bin/sh\necho a\rb\n", "a.sh", NULL), 0);
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* NUL bytes: built by hand, as strlen would stop at them. */
     static const char with_nul[] = "#!/bin/sh\necho\0x\n";
-    ck_assert_int_eq(sbp_check_script(with_nul, sizeof(with_nul) - 1, err, sizeof(err)), -1);
+    ck_assert_int_eq(sbatch_parse_check_script(with_nul, sizeof(with_nul) - 1, err, sizeof(err)),
+                     -1);
     ASSERT_ERR_HAS("NUL");
     ASSERT_ERR_HAS("byte 14");
-    ck_assert_int_eq(sbp_check_script("#!", 2, err, sizeof(err)), 0);
+    ck_assert_int_eq(sbatch_parse_check_script("#!", 2, err, sizeof(err)), 0);
 
     /*
      * One rule: sbatch's check is the server's (common/jobscript.h), word for word, so a
@@ -711,8 +713,9 @@ START_TEST(test_script_checks)
     for (size_t i = 0; i < sizeof(scripts) / sizeof(scripts[0]); i++) {
         char server[512] = "", client[512] = "";
         int want = jobscript_check(scripts[i], strlen(scripts[i]), server, sizeof(server));
-        ck_assert_int_eq(sbp_check_script(scripts[i], strlen(scripts[i]), client, sizeof(client)),
-                         want);
+        ck_assert_int_eq(
+            sbatch_parse_check_script(scripts[i], strlen(scripts[i]), client, sizeof(client)),
+            want);
         ck_assert_str_eq(client, server);
     }
 }
@@ -725,7 +728,7 @@ START_TEST(test_oversized_script)
     memcpy(big, "#!/bin/sh\n", 10);
     memset(big + 10, 'x', sizeof(big) - 11);
     big[sizeof(big) - 1] = '\0';
-    struct sbp_job j;
+    struct sbatch_parse_job j;
     ck_assert_int_eq(build(&j, big, "big.sh", NULL), -1);
     ASSERT_ERR_HAS("2047 bytes");
     ASSERT_ERR_HAS("limit of 1024 bytes");
@@ -735,7 +738,7 @@ START_TEST(test_oversized_script)
     /* Exactly at the limit is accepted, one over is not. */
     big[1024] = '\0';
     ck_assert_int_eq(build(&j, big, "big.sh", NULL), 0);
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
     big[1024] = 'x';
     big[1025] = '\0';
     ck_assert_int_eq(build(&j, big, "big.sh", NULL), -1);
@@ -749,34 +752,34 @@ START_TEST(test_oversized_script)
     ASSERT_ERR_HAS("limit of 1024 bytes");
 
     /* A stream known only to be longer than the limit. */
-    ck_assert_int_eq(sbp_check_size(1025, false, 1024, err, sizeof(err)), -1);
+    ck_assert_int_eq(sbatch_parse_check_size(1025, false, 1024, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("larger than the limit of 1024 bytes");
-    ck_assert_int_eq(sbp_check_size(1024, true, 1024, err, sizeof(err)), 0);
-    ck_assert_int_eq(sbp_check_size((size_t)1 << 40, true, 0, err, sizeof(err)), 0);
+    ck_assert_int_eq(sbatch_parse_check_size(1024, true, 1024, err, sizeof(err)), 0);
+    ck_assert_int_eq(sbatch_parse_check_size((size_t)1 << 40, true, 0, err, sizeof(err)), 0);
 }
 END_TEST
 
 START_TEST(test_wrap)
 {
-    char *s = sbp_wrap_script("echo hi; sleep 1");
+    char *s = sbatch_parse_wrap_script("echo hi; sleep 1");
     ck_assert_str_eq(s, "#!/bin/sh\necho hi; sleep 1\n");
     free(s);
 
-    struct sbp_job j;
+    struct sbatch_parse_job j;
     ck_assert_int_eq(build(&j, NULL, NULL, "--wrap=hostname", "-J", "w", NULL), 0);
     ck_assert_str_eq(j.script, "#!/bin/sh\nhostname\n");
     ck_assert_str_eq(j.name, "w");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
     ck_assert_int_eq(build(&j, NULL, NULL, "--wrap", "hostname", NULL), 0);
     ck_assert_str_eq(j.name, "wrap");
-    sbp_job_free(&j);
+    sbatch_parse_job_free(&j);
 
     /* A script file with --wrap is refused on the command line ... */
-    struct sbp_opts o;
+    struct sbatch_parse_opts o;
     ck_assert_int_eq(args(&o, NULL, "--wrap=ls", "job.sh", NULL), -1);
     ASSERT_ERR_HAS("script argument not permitted with --wrap option");
-    sbp_opts_free(&o);
-    /* ... and by sbp_build when handed both. */
+    sbatch_parse_opts_free(&o);
+    /* ... and by sbatch_parse_build when handed both. */
     ck_assert_int_eq(build(&j, "#!/bin/sh\n", "job.sh", "--wrap=ls", NULL), -1);
     ASSERT_ERR_HAS("not permitted with --wrap");
 }
@@ -788,8 +791,8 @@ static void assert_env(const char *spec, const char *const *want, size_t nwant)
 {
     char **env;
     size_t n;
-    ck_assert_msg(sbp_export_env(spec, test_env, &env, &n, err, sizeof(err)) == 0, "%s: %s",
-                  spec ? spec : "(null)", err);
+    ck_assert_msg(sbatch_parse_export_env(spec, test_env, &env, &n, err, sizeof(err)) == 0,
+                  "%s: %s", spec ? spec : "(null)", err);
     ck_assert_uint_eq(n, nwant);
     for (size_t i = 0; i < n; i++)
         ck_assert_str_eq(env[i], want[i]);
@@ -832,7 +835,7 @@ START_TEST(test_export)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char **env = (char **)1;
         size_t n = 99;
-        ck_assert_msg(sbp_export_env(bad[i], test_env, &env, &n, err, sizeof(err)) == -1,
+        ck_assert_msg(sbatch_parse_export_env(bad[i], test_env, &env, &n, err, sizeof(err)) == -1,
                       "%s accepted", bad[i]);
         ck_assert_ptr_null(env);
         ck_assert_uint_eq(n, 0);
@@ -841,7 +844,7 @@ START_TEST(test_export)
     /* An empty environment. */
     char **env;
     size_t n;
-    ck_assert_int_eq(sbp_export_env("ALL", NULL, &env, &n, err, sizeof(err)), 0);
+    ck_assert_int_eq(sbatch_parse_export_env("ALL", NULL, &env, &n, err, sizeof(err)), 0);
     ck_assert_uint_eq(n, 0);
     ck_assert_ptr_null(env[0]);
     free(env);

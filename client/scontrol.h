@@ -1,5 +1,5 @@
 /*
- * cmd_show.h - the job, node and partition parts of scontrol, which cmd_scontrol.c
+ * scontrol.h - the job, node and partition parts of scontrol, which cmd_scontrol.c
  * dispatches to:
  *
  *   scontrol show job [ID] | node [NAMES] | partition [NAME]   (reads)
@@ -11,8 +11,8 @@
  * function returns the command's exit status: 0, or 1 after printing one error line per
  * failure, in Slurm's words where scripts look for them ("Invalid job id specified").
  */
-#ifndef SPUR_CMD_SHOW_H
-#define SPUR_CMD_SHOW_H
+#ifndef SPUR_SCONTROL_H
+#define SPUR_SCONTROL_H
 
 #include "cli.h"
 

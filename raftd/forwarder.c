@@ -1,5 +1,5 @@
 /*
- * forward.c - forwarding of client requests to the leader; contract in forward.h.
+ * forwarder.c - forwarding of client requests to the leader; contract in forwarder.h.
  *
  * One struct fconn per leader address, made on first use and kept while it works. Each
  * pending request is a struct fwd in the connection's list, found again by the request id
@@ -14,7 +14,7 @@
  * Frames go through frame_ev.h: a request is packed straight into the connection's output
  * buffer, an answer is taken out of its input buffer.
  */
-#include "forward.h"
+#include "forwarder.h"
 
 #include "frame_ev.h"
 #include "log.h"
@@ -251,8 +251,7 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
                 *pp = p->next;
                 c->npending--;
                 char err[400];
-                snprintf(err, sizeof(err), "the leader at %s did not answer in time",
-                         c->address);
+                snprintf(err, sizeof(err), "the leader at %s did not answer in time", c->address);
                 p->cb(p->arg, NULL, err);
                 free(p);
             } else {

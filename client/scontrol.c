@@ -1,12 +1,12 @@
 /*
- * cmd_show.c - scontrol show, hold, release, update and create; contract in cmd_show.h.
+ * scontrol.c - scontrol show, hold, release, update and create; contract in scontrol.h.
  *
  * Reads go through cli_read_any() (linearizable, falling back to a possibly stale local
  * answer when no leader is known), writes through cli_call_any() with exactly-once
  * sequencing; each write is one request per job or node, so one failure names exactly
  * the job or node it concerns and the others still happen, as Slurm's scontrol does.
  */
-#include "cmd_show.h"
+#include "scontrol.h"
 
 #include "fmt_json.h"
 #include "fmt_show.h"
@@ -76,18 +76,18 @@ static int show_jobs(struct cli *c, const char *id_text)
         req.op_case = SPUR__API__REQUEST__OP_GET_JOBS;
         req.get_jobs = &all;
     }
-    spurc_response *r = cli_read_any(c, &req);
+    spurclient_response *r = cli_read_any(c, &req);
     if (r == NULL)
         return 1;
     if (r->code == CODE(NOT_FOUND) ||
         (r->code == CODE(OK) && id_text != NULL && (r->jobs == NULL || r->jobs->n_jobs == 0))) {
         cli_error(c, "slurm_load_jobs error: Invalid job id specified");
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return 1;
     }
     if (r->code != CODE(OK)) {
         cli_response_error(c, r, "slurm_load_jobs error");
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return 1;
     }
     size_t n = r->jobs ? r->jobs->n_jobs : 0;
@@ -105,7 +105,7 @@ static int show_jobs(struct cli *c, const char *id_text)
         for (size_t i = 0; i < n; i++)
             fmt_show_job(stdout, jobs[i], &ctx);
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     return 0;
 }
 
@@ -126,7 +126,7 @@ static int show_nodes(struct cli *c, const char *names_text)
     gn.names = names;
     req.op_case = SPUR__API__REQUEST__OP_GET_NODES;
     req.get_nodes = &gn;
-    spurc_response *r = cli_read_any(c, &req);
+    spurclient_response *r = cli_read_any(c, &req);
     if (r == NULL) {
         strv_free(names, nnames);
         return 1;
@@ -173,11 +173,11 @@ static int show_nodes(struct cli *c, const char *names_text)
             fmt_show_node(stdout, sel[i], &ctx);
     }
     free(sel);
-    spurc_response_free(r);
+    spurclient_response_free(r);
     strv_free(names, nnames);
     return rc;
 fail:
-    spurc_response_free(r);
+    spurclient_response_free(r);
     strv_free(names, nnames);
     return 1;
 }
@@ -193,12 +193,12 @@ static int show_partitions(struct cli *c, const char *name)
     }
     req.op_case = SPUR__API__REQUEST__OP_GET_PARTITIONS;
     req.get_partitions = &gp;
-    spurc_response *r = cli_read_any(c, &req);
+    spurclient_response *r = cli_read_any(c, &req);
     if (r == NULL)
         return 1;
     if (r->code != CODE(OK) && !(r->code == CODE(NOT_FOUND) && name != NULL)) {
         cli_response_error(c, r, "slurm_load_partitions error");
-        spurc_response_free(r);
+        spurclient_response_free(r);
         return 1;
     }
     size_t n = r->partitions ? r->partitions->n_partitions : 0;
@@ -223,7 +223,7 @@ static int show_partitions(struct cli *c, const char *name)
         json_arr_end(&j);
         json_end(&j);
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     if (name != NULL && shown == 0) {
         cli_error(c, "Partition %s not found", name);
         return 1;
@@ -277,7 +277,7 @@ static int job_action_one(struct cli *c, bool hold, uint64_t id, struct json *j)
         req.op_case = SPUR__API__REQUEST__OP_RELEASE_JOB;
         req.release_job = &jr;
     }
-    spurc_response *r = cli_call_any(c, &req, true);
+    spurclient_response *r = cli_call_any(c, &req, true);
     if (r == NULL)
         return 1;
     const char *why = NULL;
@@ -296,7 +296,7 @@ static int job_action_one(struct cli *c, bool hold, uint64_t id, struct json *j)
         json_kstr(j, "error", why ? why : "");
         json_obj_end(j);
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     return why != NULL;
 }
 
@@ -354,7 +354,7 @@ static int create_node(struct cli *c, int argc, char **argv)
     rn.features = nc.features;
     req.op_case = SPUR__API__REQUEST__OP_REGISTER_NODE;
     req.register_node = &rn;
-    spurc_response *r = cli_call_any(c, &req, true);
+    spurclient_response *r = cli_call_any(c, &req, true);
     int rc = 1;
     if (r != NULL && r->code != CODE(OK)) {
         cli_response_error(c, r, "Error creating node");
@@ -369,7 +369,7 @@ static int create_node(struct cli *c, int argc, char **argv)
             json_end(&j);
         }
     }
-    spurc_response_free(r);
+    spurclient_response_free(r);
     scontrol_args_create_free(&nc);
     return rc;
 }
@@ -411,7 +411,7 @@ int scontrol_update(struct cli *c, int argc, char **argv)
         un.reason = u.reason ? u.reason : "";
         req.op_case = SPUR__API__REQUEST__OP_UPDATE_NODE;
         req.update_node = &un;
-        spurc_response *r = cli_call_any(c, &req, true);
+        spurclient_response *r = cli_call_any(c, &req, true);
         if (r == NULL) {
             failed = 1;
             break; /* no replica answers: the rest would fail the same way */
@@ -425,7 +425,7 @@ int scontrol_update(struct cli *c, int argc, char **argv)
             cli_response_error(c, r, what);
             failed = 1;
         }
-        spurc_response_free(r);
+        spurclient_response_free(r);
     }
     strv_free(names, nnames);
     scontrol_args_update_free(&u);

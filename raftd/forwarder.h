@@ -1,5 +1,5 @@
 /*
- * forward.h - writes received by a follower, passed on to the leader's client API.
+ * forwarder.h - writes received by a follower, passed on to the leader's client API.
  *
  * A follower that cannot propose forwards the client's request to the leader over an
  * ordinary client connection (one per leader address, multiplexed by request id) and
@@ -16,8 +16,8 @@
  *     new ones fail at once. A name that failed to resolve lately (in its back-off) makes
  *     forwarder_send() fail at once rather than queue behind a lookup that is not running.
  */
-#ifndef SPUR_FORWARD_H
-#define SPUR_FORWARD_H
+#ifndef SPUR_FORWARDER_H
+#define SPUR_FORWARDER_H
 
 #include "resolver.h"
 #include "spur.pb-c.h"

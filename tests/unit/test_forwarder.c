@@ -1,5 +1,5 @@
 /*
- * test_forward.c - forwarding requests to the leader (raftd/forward.c) on a real loop.
+ * test_forwarder.c - forwarding requests to the leader (raftd/forwarder.c) on a real loop.
  *
  * The "leader" is either a real client API server (raftd/api.c) on a free port of
  * 127.0.0.1 whose dispatcher answers, or a raw listening socket the test plays by hand
@@ -11,7 +11,7 @@
  */
 #include "api.h"
 #include "check_run.h"
-#include "forward.h"
+#include "forwarder.h"
 #include "frame.h"
 #include "resolver.h"
 #include "test_loop.h"
@@ -314,9 +314,9 @@ START_TEST(test_free_fails_pending)
 }
 END_TEST
 
-static Suite *forward_suite(void)
+static Suite *forwarder_suite(void)
 {
-    Suite *s = suite_create("forward");
+    Suite *s = suite_create("forwarder");
     TCase *tc = check_case(s, "loopback",
                            (const TTest *[]){test_answer_comes_back, test_server_closes,
                                              test_connection_refused, test_timeout,
@@ -327,5 +327,5 @@ static Suite *forward_suite(void)
 
 int main(void)
 {
-    return check_run(forward_suite());
+    return check_run(forwarder_suite());
 }
