@@ -45,6 +45,7 @@
 #include "node.h"
 
 #include "log.h"
+#include "names.h"
 #include "netaddr.h"
 #include "util.h"
 
@@ -87,6 +88,11 @@ enum status_role node_status_role(uint8_t role)
     default:
         return STATUS_ROLE_UNKNOWN;
     }
+}
+
+const char *node_role_name(uint8_t raft_role)
+{
+    return names_role(node_status_role(raft_role));
 }
 
 static void node_report_status(struct node *n, bool force)
@@ -613,12 +619,12 @@ static bool soft_state(struct node *n, const struct raft_update *u)
         if (u->leader != 0)
             n->last_leader_ms = node_now_ms();
         log_event(LOG_INFO, "raftd", "leader changed", "leader=%u term=%llu role=%s", u->leader,
-                  (unsigned long long)term, raft_role_name(u->role));
+                  (unsigned long long)term, node_role_name(u->role));
     } else if (u->role != n->role) {
         if (u->role == RAFT_CANDIDATE)
             n->elections_started++;
-        log_event(LOG_DEBUG, "raftd", "role changed", "role=%s term=%llu",
-                  raft_role_name(u->role), (unsigned long long)term);
+        log_event(LOG_DEBUG, "raftd", "role changed", "role=%s term=%llu", node_role_name(u->role),
+                  (unsigned long long)term);
     }
     bool changed = u->role != n->role || u->leader != n->leader;
     if (u->role == RAFT_LEADER && n->role != RAFT_LEADER) {

@@ -191,6 +191,8 @@ uint64_t node_now_ms(void);
 
 /* The status protocol's role (and so its name in common/names) for a core role. */
 enum status_role node_status_role(uint8_t raft_role);
+/* Its name ("follower", "leader", ...), from the one table in common/names. */
+const char *node_role_name(uint8_t raft_role);
 
 void node_free(struct node *n);
 

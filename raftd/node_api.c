@@ -132,7 +132,7 @@ static const char *role_word(const struct node *n)
 {
     if (n->raft == NULL)
         return "none";
-    return raft_role_name(n->role);
+    return node_role_name(n->role);
 }
 
 static void reply_unavailable(struct node *n, struct api_call *call)

@@ -189,7 +189,7 @@ void replica_log_status(const struct replica *r)
     log_event(LOG_INFO, "raftd", "status",
               "node=%u role=%s term=%llu leader=%u commit=%llu applied=%llu last=%llu "
               "snapshot=%llu waiting=%zu",
-              n->id, n->raft ? raft_role_name(rs.role) : "none", (unsigned long long)rs.term,
+              n->id, n->raft ? node_role_name(rs.role) : "none", (unsigned long long)rs.term,
               rs.leader, (unsigned long long)rs.commit, (unsigned long long)n->applied,
               (unsigned long long)rs.last_index, (unsigned long long)n->snapshot_index,
               node_api_waiting(r->reqs));
