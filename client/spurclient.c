@@ -4,6 +4,7 @@
 #include "spurclient.h"
 
 #include "frame.h"
+#include "netaddr.h"
 #include "strv.h"
 #include "util.h"
 #include "wire.h"
@@ -187,29 +188,17 @@ static int remaining_ms(uint64_t deadline)
 /* Split host:port (brackets for IPv6) and connect before the deadline. */
 static int dial(const char *target, uint64_t deadline, char *err, size_t errlen)
 {
+    /* The configuration's grammar (netaddr): a port is 1..65535, and nothing follows it. */
     char host[256], port[8];
-    const char *colon;
-    if (target[0] == '[') {
-        const char *rb = strchr(target, ']');
-        if (rb == NULL || rb[1] != ':' || (size_t)(rb - target - 1) >= sizeof(host)) {
-            snprintf(err, errlen, "%s: not HOST:PORT", target);
-            return -1;
-        }
-        memcpy(host, target + 1, (size_t)(rb - target - 1));
-        host[rb - target - 1] = '\0';
-        colon = rb + 1;
-    } else {
-        colon = strrchr(target, ':');
-        if (colon == NULL || (size_t)(colon - target) >= sizeof(host)) {
-            snprintf(err, errlen, "%s: not HOST:PORT", target);
-            return -1;
-        }
-        memcpy(host, target, (size_t)(colon - target));
-        host[colon - target] = '\0';
+    uint16_t portnum;
+    if (netaddr_split_hostport(target, host, sizeof(host), &portnum) != 0) {
+        snprintf(err, errlen, "%s: not HOST:PORT", target);
+        return -1;
     }
-    snprintf(port, sizeof(port), "%s", colon + 1);
+    snprintf(port, sizeof(port), "%u", (unsigned)portnum);
 
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC};
+    struct addrinfo hints = {
+        .ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0) {
