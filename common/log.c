@@ -33,6 +33,16 @@ void log_set_node(unsigned node_id)
         snprintf(g_node, sizeof(g_node), " node=%u", node_id);
 }
 
+void log_libevent(int severity, const char *msg)
+{
+    /* libevent's severities, as event2/event.h numbers them (this file does not link it) */
+    static const enum log_level levels[] = {LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR};
+    enum log_level level = severity >= 0 && severity < (int)(sizeof(levels) / sizeof(levels[0]))
+                               ? levels[severity]
+                               : LOG_WARN;
+    log_event(level, "libevent", msg != NULL ? msg : "", NULL);
+}
+
 int log_level_parse(const char *s)
 {
     static const char *names[] = {"debug", "info", "warn", "error"};

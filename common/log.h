@@ -48,6 +48,15 @@ void log_eventv(enum log_level level, const char *comp, const char *msg, const c
 void log_set_node(unsigned node_id);
 
 /*
+ * libevent's own messages (evdns among them: "Nameserver 10.0.0.10:53 has failed: ...")
+ * as our lines, comp=libevent: the callback to hand event_set_log_callback(). severity is
+ * libevent's EVENT_LOG_DEBUG, _MSG, _WARN or _ERR (0 to 3), logged as debug, info, warn and
+ * error; anything else as warn. msg comes from outside (a nameserver's address, an error
+ * string) and is quoted like any other value.
+ */
+void log_libevent(int severity, const char *msg);
+
+/*
  * The one quoting function for values that come from outside (cluster, user, job and
  * host names, addresses, error strings from peers and clients): returns s as a logfmt
  * value, quoted and escaped when it needs it, so a quote, '=', space or newline in it can

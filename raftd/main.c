@@ -168,6 +168,7 @@ int main(int argc, char **argv)
 
     memset(&w, 0, sizeof(w));
     log_setup(LOG_INFO, "spurctld-raftd");
+    event_set_log_callback(log_libevent); /* evdns's messages as our lines, not raw stderr */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:Vh", opts, NULL)) != -1) {
         switch (c) {

@@ -18,6 +18,7 @@
 #include "spur_build.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
     int c;
 
     log_setup(LOG_INFO, "spurctld");
+    event_set_log_callback(log_libevent); /* libevent's own messages as our lines */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:Vh", opts, NULL)) != -1) {
         switch (c) {

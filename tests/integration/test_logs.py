@@ -144,3 +144,67 @@ def test_every_line_of_a_cluster_names_its_replica(tmp_path):
                 c.replica(i).kill()
     for i in range(1, 4):
         check_lines(c.replica(i).log(), i)
+
+
+def test_libevent_messages_are_logfmt_lines(tmp_path):
+    # evdns (libevent) reports a nameserver that fails on its own; it used to print raw
+    # "[msg] Nameserver ... has failed" lines on stderr. A replica whose peer is a name,
+    # in a private mount and network namespace whose resolv.conf names a nameserver where
+    # nothing listens: evdns's lines must be ours, comp=libevent, with node=1.
+    import os
+    import select
+    import shutil
+    import subprocess
+    import time
+
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip")
+    why = spurtest.netns_skip_reason()
+    if why:
+        pytest.skip(why)
+    (tmp_path / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+    ports = [spurtest.free_port() for _ in range(5)]
+    spurtest.write_config(
+        tmp_path / "spur.yaml",
+        cluster_name="evtest",
+        controller={"listen": f"127.0.0.1:{ports[0]}", "state_dir": str(tmp_path / "state"),
+                    "node_id": 1, "hosts": [f"127.0.0.1:{ports[0]}"],
+                    "peers": [f"127.0.0.1:{ports[1]}", f"nosuch.invalid.test:{ports[2]}",
+                              f"127.0.0.1:{ports[3]}"]},
+        raft={"listen": f"127.0.0.1:{ports[1]}"},
+        health={"enabled": True, "bind": "loopback", "port": ports[4]},
+        metrics={"enabled": False},
+    )
+    script = (f"ip link set lo up && mount --bind {tmp_path / 'resolv.conf'} /etc/resolv.conf"
+              f" && exec {spurtest.BUILD / 'supervisor' / 'spurctld'} -f {tmp_path / 'spur.yaml'}")
+    p = subprocess.Popen(["unshare", "-m", "--net", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    buf = b""
+    try:
+        # Bounded: read what is there for at most 20 s, never block on a silent replica.
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([p.stdout], [], [], 0.2)
+            if not ready:
+                continue
+            chunk = os.read(p.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            buf += chunk
+            if b"comp=libevent" in buf and b"has failed" in buf:
+                break
+    finally:
+        p.terminate()
+        try:
+            rest, _ = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rest, _ = p.communicate()
+        buf += rest or b""
+    text = buf.decode("utf-8", "replace")
+    lines = check_lines(text, 1)
+    evdns = [parse_logfmt(l) for l in lines if "comp=libevent" in l]
+    assert evdns, text
+    assert any("Nameserver 127.0.0.1:53 has failed" in kv["msg"] for kv in evdns), text
+    assert all(kv["node"] == "1" and kv["prog"] == "spurctld-raftd" for kv in evdns), evdns
+    assert "[msg]" not in text and "[warn]" not in text, text

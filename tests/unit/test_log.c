@@ -211,6 +211,28 @@ START_TEST(test_line_format)
 }
 END_TEST
 
+/* libevent's messages (evdns's "Nameserver ... has failed") come out as our lines. */
+START_TEST(test_libevent_messages)
+{
+    struct capture c;
+    log_setup(LOG_INFO, NULL);
+    capture_start(&c);
+    log_libevent(0, "debug chatter");                               /* EVENT_LOG_DEBUG */
+    log_libevent(1, "Nameserver 10.0.0.10:53 is back up");          /* EVENT_LOG_MSG */
+    log_libevent(2, "Nameserver 10.0.0.10:53 has failed: timeout"); /* EVENT_LOG_WARN */
+    log_libevent(3, "epoll_wait: \"bad\"\nnext");                   /* EVENT_LOG_ERR */
+    log_libevent(7, NULL);
+    char *out = capture_end(&c);
+    ck_assert_uint_eq(count_lines(out), 4);
+    expect_match(out,
+                 "^" TS " level=info comp=libevent msg=\"Nameserver 10.0.0.10:53 is back up\"\n" TS
+                 " level=warn comp=libevent msg=\"Nameserver 10.0.0.10:53 has failed: "
+                 "timeout\"\n" TS " level=error comp=libevent msg=\"epoll_wait: "
+                 "\\\\\"bad\\\\\"\\\\nnext\"\n" TS " level=warn comp=libevent msg=\"\"\n$");
+    free(out);
+}
+END_TEST
+
 START_TEST(test_line_prog_and_no_pairs)
 {
     struct capture c;
@@ -385,9 +407,9 @@ static Suite *log_suite(void)
                         (int)(sizeof(quote_cases) / sizeof(quote_cases[0])));
 
     check_case(s, "lines",
-               (const TTest *[]){test_line_format, test_line_prog_and_no_pairs,
-                                 test_timestamp_is_now, test_level_filtering, test_long_line,
-                                 test_q_ring_and_forgery,
+               (const TTest *[]){test_line_format, test_libevent_messages,
+                                 test_line_prog_and_no_pairs, test_timestamp_is_now,
+                                 test_level_filtering, test_long_line, test_q_ring_and_forgery,
                                  test_unquoted_control_chars_cannot_break_lines, test_node_tag,
                                  test_errno_preserved, NULL});
     return s;
