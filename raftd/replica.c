@@ -11,7 +11,8 @@
  *
  * Shutdown is sequenced here as well: the node stops taking part (STOPPING, leadership
  * handed over), waiting requests are failed, and the loop breaks once the hand-over has
- * settled or a bounded wait has passed. Freeing runs in the reverse order of building, so
+ * settled or a bounded wait has passed. Freeing answers every call that still waits while
+ * the API server it came through exists, then runs in the reverse order of building, so
  * every borrowed pointer outlives its borrower.
  */
 #include "replica.h"
@@ -199,13 +200,22 @@ void replica_free(struct replica *r)
 {
     if (r == NULL)
         return;
+    /*
+     * Every waiting call is answered while the API server it came through still exists:
+     * api_reply() reads the server's node id and cluster name. So the waiters first (a
+     * fatal exit leaves some), then the forwarder, whose free answers the calls it was
+     * forwarding; only then the API server, and the rest in reverse order of building.
+     */
+    if (r->reqs)
+        node_api_fail_all(r->reqs, "this replica is shutting down");
+    forwarder_free(r->fwd);
+    r->fwd = NULL;
     httpd_free(r->metrics);
-    api_free(r->api); /* no new calls */
     controller_free(r->ctl);
     r->ctl = NULL;
-    node_api_free(r->reqs); /* answers what still waits */
+    node_api_free(r->reqs);
     r->reqs = NULL;
-    forwarder_free(r->fwd);
+    api_free(r->api);
     node_free(r->node);
     free(r);
 }
