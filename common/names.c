@@ -121,11 +121,3 @@ const char *names_role(int role)
 {
     return role >= 0 && role < NAMES_NROLES && roles[role] != NULL ? roles[role] : "unknown";
 }
-
-int names_role_parse(const char *s)
-{
-    for (int i = 0; i < NAMES_NROLES; i++)
-        if (roles[i] != NULL && strcasecmp(s, roles[i]) == 0)
-            return i;
-    return -1;
-}

@@ -50,7 +50,5 @@ const char *names_node_state_scontrol(int state, bool all_cpus_allocated);
 int names_node_state_parse(const char *s);
 
 const char *names_role(int role); /* "follower"; "unknown" */
-/* A role from its name, any case; -1 for anything else (also "unknown"). */
-int names_role_parse(const char *s);
 
 #endif

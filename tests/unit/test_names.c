@@ -137,16 +137,12 @@ START_TEST(test_roles)
     ck_assert_uint_eq(sizeof(t) / sizeof(t[0]), NAMES_NROLES - 1);
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         ck_assert_str_eq(names_role((int)t[i].r), t[i].name);
-        ck_assert_int_eq(names_role_parse(t[i].name), (int)t[i].r);
         /* status.c prints through the same table. */
         ck_assert_str_eq(status_role_name(t[i].r), t[i].name);
     }
-    ck_assert_int_eq(names_role_parse("LEADER"), STATUS_ROLE_LEADER);
     const int bad[] = {STATUS_ROLE_UNKNOWN, -1, NAMES_NROLES, 99};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_str_eq(names_role(bad[i]), "unknown");
-    ck_assert_int_eq(names_role_parse("unknown"), -1);
-    ck_assert_int_eq(names_role_parse("boss"), -1);
 }
 END_TEST
 
