@@ -704,20 +704,25 @@ static void handle_update(struct node *n, const struct raft_update *u)
         sync_transport_peers(n);
     }
 
-    struct node_applied_entry stack_applied[64];
-    struct fsm_reply stack_replies[64];
-    struct node_applied_entry *applied = stack_applied;
-    struct fsm_reply *replies = stack_replies;
-    if (u->n_committed > 64) {
-        applied = malloc(u->n_committed * sizeof(*applied));
-        replies = malloc(u->n_committed * sizeof(*replies));
-        if (applied == NULL || replies == NULL) {
-            free(applied);
-            free(replies);
+    /* Room for what this step applies: grown once, kept for the next steps. */
+    if (u->n_committed > n->apply_cap) {
+        size_t cap = n->apply_cap ? n->apply_cap : 64;
+        while (cap < u->n_committed)
+            cap *= 2;
+        struct node_applied_entry *v = realloc(n->apply_entries, cap * sizeof(*v));
+        if (v != NULL)
+            n->apply_entries = v;
+        struct fsm_reply *rv = v ? realloc(n->apply_replies, cap * sizeof(*rv)) : NULL;
+        if (rv != NULL)
+            n->apply_replies = rv;
+        if (v == NULL || rv == NULL) {
             fatal(n, "out of memory applying entries; restart to recover", NULL);
             return;
         }
+        n->apply_cap = cap;
     }
+    struct node_applied_entry *applied = n->apply_entries;
+    struct fsm_reply *replies = n->apply_replies;
     struct node_applied a = {.entries = applied, .reads = u->reads, .n_reads = u->n_reads};
     if (u->n_committed > 0)
         a.n_entries = apply_entries(n, u, applied, replies);
@@ -737,10 +742,6 @@ static void handle_update(struct node *n, const struct raft_update *u)
         n->hooks.applied(n->hooks.arg, &a);
     for (size_t i = 0; i < a.n_entries; i++)
         fsm_reply_clear(&replies[i]);
-    if (applied != stack_applied) {
-        free(applied);
-        free(replies);
-    }
     readiness_check(n);
 }
 
@@ -1075,5 +1076,7 @@ void node_free(struct node *n)
         close(n->snap_pipe[1]);
     raft_free(n->raft);
     fsm_free(n->fsm);
+    free(n->apply_entries);
+    free(n->apply_replies);
     free(n);
 }

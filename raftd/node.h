@@ -110,6 +110,11 @@ struct node {
     /* an installed snapshot waits for its persist: (cookie seq, index, term) */
     uint64_t install_seq, install_index, install_term;
     bool started; /* raft_new done */
+    /* what handle_update() applied in the current step, for the applied hook: owned,
+     * grown to the largest step seen (the hooks never step the core, so one is enough) */
+    struct node_applied_entry *apply_entries;
+    struct fsm_reply *apply_replies;
+    size_t apply_cap;
 
     /* soft state as last reported */
     uint8_t role;
