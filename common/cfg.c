@@ -47,6 +47,9 @@ static int check_cluster_name(const char *v, char *why, size_t whylen);
 static int check_abs_path(const char *v, char *why, size_t whylen);
 static int check_log_level(const char *v, char *why, size_t whylen);
 static int check_nonempty(const char *v, char *why, size_t whylen);
+static int check_opt_hostport(const char *v, char *why, size_t whylen);
+static int check_opt_node_name(const char *v, char *why, size_t whylen);
+static int check_cgroup_mode(const char *v, char *why, size_t whylen);
 
 #define CFG_READ_CHUNK 4096 /* cfg_load_host() reads the file in pieces of at least this */
 
@@ -92,6 +95,17 @@ static const struct key top_keys[] = {
     {"supervisor.kill_timeout_ms", K_U32, OFF(supervisor.kill_timeout_ms), 50, 3600000, NULL},
     {"supervisor.shutdown_grace_ms", K_U32, OFF(supervisor.shutdown_grace_ms), 0, 3600000, NULL},
     {"supervisor.exit_linger_ms", K_U32, OFF(supervisor.exit_linger_ms), 0, 60000, NULL},
+    {"agent", K_MAP, 0, 0, 0, NULL},
+    {"agent.listen", K_STR, OFF(agent.listen), 0, 0, netaddr_check_hostport},
+    {"agent.address", K_STR, OFF(agent.address), 0, 0, check_opt_hostport},
+    {"agent.spool_dir", K_STR, OFF(agent.spool_dir), 0, 0, check_abs_path},
+    {"agent.node_name", K_STR, OFF(agent.node_name), 0, 0, check_opt_node_name},
+    {"agent.cpus", K_U32, OFF(agent.cpus), 0, 1000000, NULL},
+    {"agent.mem_mb", K_U32, OFF(agent.mem_mb), 0, 0xffffffffu, NULL},
+    {"agent.heartbeat_s", K_U32, OFF(agent.heartbeat_s), 1, 3600, NULL},
+    {"agent.node_timeout_s", K_U32, OFF(agent.node_timeout_s), 2, 86400, NULL},
+    {"agent.kill_wait_s", K_U32, OFF(agent.kill_wait_s), 0, 3600, NULL},
+    {"agent.cgroup", K_STR, OFF(agent.cgroup), 0, 0, check_cgroup_mode},
     {"accounting", K_MAP, 0, 0, 0, NULL},
     {"accounting.database_url", K_STR, OFF(accounting.database_url), 0, 0, NULL},
     {"log", K_MAP, 0, 0, 0, NULL},
@@ -163,6 +177,11 @@ void cfg_free(struct cfg *c)
     free(c->raft.listen);
     free(c->health.bind);
     free(c->metrics.bind);
+    free(c->agent.listen);
+    free(c->agent.address);
+    free(c->agent.spool_dir);
+    free(c->agent.node_name);
+    free(c->agent.cgroup);
     free(c->accounting.database_url);
     free(c->log.level);
     for (size_t i = 0; i < c->npartitions; i++)
@@ -223,6 +242,14 @@ int cfg_defaults(struct cfg *c)
     c->supervisor.stall_timeout_ms = 3000;
     c->supervisor.kill_timeout_ms = 10000;
     c->supervisor.shutdown_grace_ms = 10000;
+    c->agent.listen = xstrdup("[::]:6818");
+    c->agent.address = xstrdup("");
+    c->agent.spool_dir = xstrdup("/var/spool/spur/d");
+    c->agent.node_name = xstrdup("");
+    c->agent.heartbeat_s = 10;
+    c->agent.node_timeout_s = 60;
+    c->agent.kill_wait_s = 30;
+    c->agent.cgroup = xstrdup("auto");
     c->accounting.database_url = xstrdup("");
     c->log.level = xstrdup("info");
     c->partitions = calloc(1, sizeof(struct cfg_partition));
@@ -236,7 +263,8 @@ int cfg_defaults(struct cfg *c)
     if (!c->source || !c->cluster_name || !c->controller.listen || !c->controller.state_dir ||
         !c->controller.peers || !c->controller.peers[0] || !c->controller.hosts ||
         !c->controller.hosts[0] || !c->raft.listen || !c->health.bind || !c->metrics.bind ||
-        !c->accounting.database_url || !c->log.level || !c->partitions[0].name ||
+        !c->agent.listen || !c->agent.address || !c->agent.spool_dir || !c->agent.node_name ||
+        !c->agent.cgroup || !c->accounting.database_url || !c->log.level || !c->partitions[0].name ||
         !c->partitions[0].nodes)
         return -1;
     return 0;
@@ -290,6 +318,38 @@ static int check_nonempty(const char *v, char *why, size_t whylen)
         return -1;
     }
     return 0;
+}
+
+/* agent.address: empty (derived by spurd) or host:port. */
+static int check_opt_hostport(const char *v, char *why, size_t whylen)
+{
+    return v[0] == '\0' ? 0 : netaddr_check_hostport(v, why, whylen);
+}
+
+/* agent.node_name: empty (the short hostname) or a node name as partitions name them. */
+static int check_opt_node_name(const char *v, char *why, size_t whylen)
+{
+    size_t n = strlen(v);
+    if (n > 64) {
+        snprintf(why, whylen, "is %zu bytes; a node name has at most 64", n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (!isalnum(ch) && ch != '.' && ch != '-' && ch != '_') {
+            snprintf(why, whylen, "may hold only letters, digits, '.', '-' and '_'");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_cgroup_mode(const char *v, char *why, size_t whylen)
+{
+    if (strcmp(v, "auto") == 0 || strcmp(v, "v2") == 0 || strcmp(v, "none") == 0)
+        return 0;
+    snprintf(why, whylen, "must be auto, v2 or none");
+    return -1;
 }
 
 /* ---- errors ------------------------------------------------------------------------- */
@@ -1390,7 +1450,21 @@ void cfg_print(FILE *out, const struct cfg *c)
             c->supervisor.heartbeat_ms, c->supervisor.stall_timeout_ms,
             c->supervisor.kill_timeout_ms, c->supervisor.shutdown_grace_ms,
             c->supervisor.exit_linger_ms);
-    fputs("accounting:\n  database_url: ", out);
+    fputs("agent:\n  listen: ", out);
+    print_str(out, c->agent.listen);
+    fputs("\n  address: ", out);
+    print_str(out, c->agent.address);
+    fputs("\n  spool_dir: ", out);
+    print_str(out, c->agent.spool_dir);
+    fputs("\n  node_name: ", out);
+    print_str(out, c->agent.node_name);
+    fprintf(out,
+            "\n  cpus: %u\n  mem_mb: %u\n  heartbeat_s: %u\n  node_timeout_s: %u\n"
+            "  kill_wait_s: %u\n  cgroup: ",
+            c->agent.cpus, c->agent.mem_mb, c->agent.heartbeat_s, c->agent.node_timeout_s,
+            c->agent.kill_wait_s);
+    print_str(out, c->agent.cgroup);
+    fputs("\naccounting:\n  database_url: ", out);
     print_str(out, c->accounting.database_url);
     fputs("\nlog:\n  level: ", out);
     print_str(out, c->log.level);

@@ -108,6 +108,18 @@ struct cfg {
         uint32_t exit_linger_ms; /* keep answering "dead" this long before exiting */
     } supervisor;
     struct {
+        char *listen;            /* spurd's listener, "[::]:6818" */
+        char *address;           /* host:port the leader dials; "": derived (spurd(8)) */
+        char *spool_dir;         /* "/var/spool/spur/d" */
+        char *node_name;         /* "": the short hostname */
+        uint32_t cpus;           /* 0: detect (cgroup limits, then the CPUs online) */
+        uint32_t mem_mb;         /* 0: detect (cgroup limit, then physical memory) */
+        uint32_t heartbeat_s;    /* the leader pings each agent this often */
+        uint32_t node_timeout_s; /* no answer this long: the node goes DOWN */
+        uint32_t kill_wait_s;    /* SIGTERM to SIGKILL at a time limit or a cancel */
+        char *cgroup;            /* "auto", "v2" or "none": how jobs are confined */
+    } agent;
+    struct {
         char *database_url;
     } accounting;
     struct {

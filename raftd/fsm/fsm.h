@@ -71,7 +71,7 @@
 /* Longest error line in a reply or from an encoder, NUL included. */
 #define FSM_ERR_MAX 256
 
-#define FSM_JOB_NSTATES  9 /* Spur__Api__JobState 0..8 */
+#define FSM_JOB_NSTATES  11 /* Spur__Api__JobState 0..10 */
 #define FSM_NODE_NSTATES 8 /* Spur__Api__NodeState 0..7 */
 
 enum fsm_status {
@@ -215,6 +215,75 @@ int fsm_encode_set_partitions(const struct fsm_partition_conf *parts, size_t n,
 /* SetSettings with these settings (finished-job retention, largest job script). */
 int fsm_encode_set_settings(const struct fsm_settings_conf *s, uint64_t time_ms, uint8_t **out,
                             size_t *len);
+
+/* ---- running jobs: the scheduler and what the leader must do --------------------------- */
+
+/*
+ * The scheduler: one pass over the state, pure (reads the state and opts only; same
+ * state, same opts, same result). Pending jobs in priority order (age: eligible time,
+ * then id), each placed on the usable nodes of its partition that have its CPUs and
+ * memory free now, honouring holds, partition state and limits, node states and sizes
+ * (-N, -n, -c, --mem). Backfill: the first max_reservations jobs that cannot start get a
+ * reservation at the earliest time enough nodes free up (from running jobs' start plus
+ * time limit); a later job starts now only when it fits and does not delay any
+ * reservation (it ends before the reservation starts, or uses no reserved resources).
+ * Jobs still in their launch back-off (eligible time after now) wait.
+ * The result becomes one JobsAllocated entry (fsm_encode_allocations); apply checks
+ * each allocation again, so a stale pass can never over-allocate a node.
+ */
+struct fsm_sched_opts {
+    uint64_t now_ms;           /* the leader's clock; the pass uses max(now, log clock) */
+    uint32_t max_reservations; /* backfill depth; 0: 32 */
+    uint32_t max_allocations;  /* per pass; 0: 10000 */
+};
+
+struct fsm_sched_alloc {
+    uint64_t job_id;
+    uint32_t nnodes;
+    const char *const *nodes; /* borrowed from the state until the next apply */
+};
+
+struct fsm_sched_result {
+    struct fsm_sched_alloc *v; /* owned */
+    size_t n;
+    uint64_t jobs_tested;   /* pending jobs looked at */
+    uint64_t reservations;  /* backfill reservations made */
+    uint64_t backfilled;    /* jobs started ahead of a reservation */
+    void *priv;             /* owned: node name arrays */
+};
+
+int fsm_sched_pass(const struct fsm *f, const struct fsm_sched_opts *o,
+                   struct fsm_sched_result *out);
+void fsm_sched_result_free(struct fsm_sched_result *r);
+/* The JobsAllocated entry of a pass (n > 0). FSM_OK with *out malloc'd, or FSM_ENOMEM. */
+int fsm_encode_allocations(const struct fsm_sched_result *r, uint64_t time_ms, uint8_t **out,
+                           size_t *len);
+
+/*
+ * What the entries applied since the last fsm_events_take() ask of the leader: recorded
+ * only while enabled (the leader enables it when it takes office and does one full
+ * reconcile from fsm_get_jobs(); followers leave it off and record nothing). Not part of
+ * the replicated state; nothing in apply reads it.
+ */
+struct fsm_job_ref {
+    uint64_t job_id;
+    uint32_t attempt;
+};
+
+struct fsm_events {
+    struct fsm_job_ref *launch; /* owned; became CONFIGURING: send Launch to its nodes */
+    size_t nlaunch;
+    struct fsm_job_ref *kill;   /* owned; must end on its nodes (a cancel of a placed job,
+                                   a failed launch's other nodes, a requeue, a purge) */
+    size_t nkill;
+    bool schedule; /* the queue or free resources changed: a pass may place more */
+    bool nodes;    /* a node registered, changed address, went down or came back */
+};
+
+void fsm_events_enable(struct fsm *f, bool on);
+/* Move what was recorded to out (zeroed first). FSM_OK or FSM_ENOMEM (nothing moved). */
+int fsm_events_take(struct fsm *f, struct fsm_events *out);
+void fsm_events_free(struct fsm_events *ev);
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 
