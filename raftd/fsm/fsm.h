@@ -70,6 +70,8 @@
 #define FSM_SNAPSHOT_VERSION 1
 /* Longest error line in a reply or from an encoder, NUL included. */
 #define FSM_ERR_MAX 256
+/* Longest node name (fsm_nodes.h FSM_NAME_MAX). */
+#define FSM_NODE_NAME_MAX 64
 
 #define FSM_JOB_NSTATES  11 /* Spur__Api__JobState 0..10 */
 #define FSM_NODE_NSTATES 8 /* Spur__Api__NodeState 0..7 */
@@ -270,12 +272,23 @@ struct fsm_job_ref {
     uint32_t attempt;
 };
 
+/* One node's report of a job, applied (whatever its effect): the leader acks it. */
+struct fsm_report_ref {
+    uint64_t job_id;
+    uint32_t attempt;
+    char node[FSM_NODE_NAME_MAX + 1];
+};
+
 struct fsm_events {
     struct fsm_job_ref *launch; /* owned; became CONFIGURING: send Launch to its nodes */
     size_t nlaunch;
     struct fsm_job_ref *kill;   /* owned; must end on its nodes (a cancel of a placed job,
                                    a failed launch's other nodes, a requeue, a purge) */
     size_t nkill;
+    struct fsm_report_ref *reported; /* owned; JobCompleted reports applied (any outcome,
+                                        duplicates and stale attempts included) */
+    size_t nreported;
+    uint32_t alloc_entries; /* JobsAllocated entries applied (placed or skipped) */
     bool schedule; /* the queue or free resources changed: a pass may place more */
     bool nodes;    /* a node registered, changed address, went down or came back */
 };
