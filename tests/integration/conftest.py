@@ -65,3 +65,51 @@ def cluster3(cluster_factory):
     c.wait_ready()
     c.leader()
     return c
+
+
+@pytest.fixture
+def test_user():
+    """A real user made for this test (useradd -m -U spurtXXXXXX) and removed after with
+    its home (userdel -r), its processes killed first. Skips, saying why, when not root or
+    without useradd. Yields a namespace: name, uid, gid, home (a Path)."""
+    import pwd
+    import random
+    import shutil
+    import signal
+    import subprocess
+    import types
+
+    if os.geteuid() != 0:
+        pytest.skip("creating a test user needs root")
+    for tool in ("useradd", "userdel", "runuser"):
+        if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
+            pytest.skip(f"{tool} is not installed")
+    name = f"spurt{random.randrange(16 ** 6):06x}"
+    r = subprocess.run(["useradd", "-m", "-U", "-s", "/bin/sh", name], capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"useradd {name} failed: {r.stderr.strip()}")
+    pw = pwd.getpwnam(name)
+    try:
+        yield types.SimpleNamespace(name=name, uid=pw.pw_uid, gid=pw.pw_gid,
+                                    home=Path(pw.pw_dir))
+    finally:
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/status") as f:
+                    uid = next(int(l.split()[1]) for l in f if l.startswith("Uid:"))
+            except (OSError, StopIteration, ValueError):
+                continue
+            if uid == pw.pw_uid:
+                try:
+                    os.kill(int(d), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        import time
+        for _ in range(20):  # userdel refuses (8) while a killed process still exits
+            r = subprocess.run(["userdel", "-r", name], capture_output=True, timeout=30)
+            if r.returncode in (0, 6):
+                break
+            time.sleep(0.2)

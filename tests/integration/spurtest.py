@@ -714,3 +714,141 @@ class Cluster:
         for s in self.replicas:
             if s is not None:
                 s.kill()
+
+
+# ---- node agents (spurd) ---------------------------------------------------------------
+
+def proc_session(pid):
+    """The session id of pid (stat field 6), or None when the pid does not exist."""
+    fields = proc_stat_fields(pid)
+    return int(fields[3]) if fields else None
+
+
+def agent_config(replica_cfg, **agent):
+    """A spurd configuration: a replica's (its cluster_name and controller.hosts are what
+    spurd needs) with agent: keys laid on the agent: section it already has, if any."""
+    import copy
+
+    cfg = copy.deepcopy(replica_cfg)
+    section = dict(cfg.get("agent") or {})
+    section.update(agent)
+    cfg["agent"] = section
+    return cfg
+
+
+class Agent:
+    """One spurd (a node agent) on 127.0.0.1, its spool and its logs.
+
+    The spool and the listen port stay the same for the Agent's life, so start() after
+    kill9() or stop() is a restart of the same node on the same spool. Each start writes
+    its own log (agent-NAME-GEN.log in tmp); all of them stay for a failed test. spurd
+    runs in a session of its own; the job monitors it forks run in sessions of theirs
+    (they outlive spurd by design), so kill() ends those too, found through the spool.
+    """
+
+    def __init__(self, tmp, cfg, name, cpus=2, mem_mb=None, spool=None, port=None, env=None,
+                 args=(), start=True):
+        self.tmp = Path(tmp)
+        self.name = name
+        self.cpus = cpus
+        self.mem_mb = mem_mb
+        self.port = port or free_port()
+        self.spool = Path(spool) if spool else self.tmp / f"spool-{name}"
+        self.cfg = cfg
+        self.cfg_path = write_config(self.tmp / f"agent-{name}.yaml", **cfg)
+        self.env = dict(env or {})
+        self.args = list(args)
+        self.generation = 0
+        self.proc = None
+        self.logf = None
+        self.log_path = None
+        if start:
+            self.start()
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def command(self):
+        cmd = [str(SPURD), "-f", str(self.cfg_path), "-N", self.name, "--listen", self.address,
+               "--spool", str(self.spool), "--cpus", str(self.cpus)]
+        if self.mem_mb is not None:
+            cmd += ["--mem-mb", str(self.mem_mb)]
+        return cmd + self.args
+
+    def start(self, env=None):
+        """Start spurd (again: same spool, same port). env: extra variables this time."""
+        if self.alive():
+            raise RuntimeError(f"agent {self.name} is already running")
+        self.generation += 1
+        if self.logf is not None:
+            self.logf.close()
+        self.log_path = self.tmp / f"agent-{self.name}-{self.generation}.log"
+        self.logf = open(self.log_path, "wb")
+        full_env = dict(os.environ)
+        full_env.update(self.env)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(self.command(), stdout=self.logf, stderr=subprocess.STDOUT,
+                                     env=full_env, start_new_session=True)
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self):
+        """Every start's log, oldest first."""
+        parts = []
+        for g in range(1, self.generation + 1):
+            p = self.tmp / f"agent-{self.name}-{g}.log"
+            if p.exists():
+                parts.append(f"--- {p.name}\n" + p.read_text(errors="replace"))
+        return "\n".join(parts)
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Signal spurd and wait for its exit; returns the exit status."""
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"spurd {self.name} did not exit within {timeout}s; log:\n"
+                               f"{self.log()}")
+
+    def kill9(self):
+        """kill -9 spurd alone (its job monitors keep running, as after a crash)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        return self.proc.wait(10)
+
+    def monitor_pids(self):
+        """The pids the spool's attempts name in their monitor files (alive or not)."""
+        out = []
+        for f in (self.spool / "jobs").glob("*/monitor"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                out.append(int(f.read_text().split()[0]))
+        return out
+
+    def kill_jobs(self):
+        """SIGKILL every monitor of the spool and every process of their sessions, as the
+        loss of the host would."""
+        for mpid in self.monitor_pids():
+            victims = [int(d) for d in os.listdir("/proc")
+                       if d.isdigit() and proc_session(int(d)) == mpid]
+            for pid in victims + [mpid]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def kill(self):
+        """Clean-up: spurd, its monitors and their jobs, gone."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+        self.kill_jobs()
+        if self.logf is not None:
+            self.logf.close()
+            self.logf = None
