@@ -736,6 +736,31 @@ def agent_config(replica_cfg, **agent):
     return cfg
 
 
+def spool_monitor_pids(spool):
+    """The pids a spurd spool's attempts name in their monitor files ("PID STARTTIME")
+    that are still those monitors (same start time, /proc/PID/stat field 22)."""
+    out = []
+    for f in (Path(spool) / "jobs").glob("*/monitor"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid, start = (int(x) for x in f.read_text().split()[:2])
+            fields = proc_stat_fields(pid)
+            if fields and int(fields[19]) == start:
+                out.append(pid)
+    return out
+
+
+def kill_spool_jobs(spool):
+    """SIGKILL every live job monitor a spurd spool names and every process of its
+    session (the monitor setsid()s: its job runs in that session), as the loss of the
+    host would."""
+    for mpid in spool_monitor_pids(spool):
+        victims = [int(d) for d in os.listdir("/proc")
+                   if d.isdigit() and proc_session(int(d)) == mpid]
+        for pid in victims + [mpid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 class Agent:
     """One spurd (a node agent) on 127.0.0.1, its spool and its logs.
 
@@ -824,22 +849,13 @@ class Agent:
         return self.proc.wait(10)
 
     def monitor_pids(self):
-        """The pids the spool's attempts name in their monitor files (alive or not)."""
-        out = []
-        for f in (self.spool / "jobs").glob("*/monitor"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                out.append(int(f.read_text().split()[0]))
-        return out
+        """The live monitors of the spool's attempts."""
+        return spool_monitor_pids(self.spool)
 
     def kill_jobs(self):
         """SIGKILL every monitor of the spool and every process of their sessions, as the
         loss of the host would."""
-        for mpid in self.monitor_pids():
-            victims = [int(d) for d in os.listdir("/proc")
-                       if d.isdigit() and proc_session(int(d)) == mpid]
-            for pid in victims + [mpid]:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+        kill_spool_jobs(self.spool)
 
     def kill(self):
         """Clean-up: spurd, its monitors and their jobs, gone."""

@@ -23,6 +23,7 @@ the others make their own. Every wait is bounded; processes are killed by the fi
 agents' job monitors and jobs included. Logs stay in the tests' temporary directories.
 """
 import collections
+import contextlib
 import json
 import os
 import shutil
@@ -571,3 +572,79 @@ def test_200_jobs_while_the_leader_is_killed_twice_each_run_exactly_once(job_clu
     ran = collections.Counter(int(x) for x in ids_file.read_text().split())
     assert [j for j, k in ran.items() if k > 1] == [], "a job ran twice"
     assert set(ran) == set(submitted), sorted(set(submitted) - set(ran))[:10]
+
+
+# ---- the example ------------------------------------------------------------------------
+
+def test_the_local_cluster_example_runs_a_job(tmp_path):
+    """examples/local-cluster as its README says (three replicas, spurd from n1.yaml and
+    n2.yaml), moved to private ports and directories: `sbatch --wrap hostname` writes
+    slurm-<id>.out with this host's name."""
+    import socket
+
+    import yaml
+
+    if not spurtest.SPURD.exists():
+        pytest.skip(f"{spurtest.SPURD} is not built")
+    ex = spurtest.REPO / "examples" / "local-cluster"
+    cfgs = [yaml.safe_load((ex / f"n{k}.yaml").read_text()) for k in (1, 2, 3)]
+    assert [c["agent"]["node_name"] for c in cfgs[:2]] == ["cn1", "cn2"]
+    assert len({(c["agent"]["heartbeat_s"], c["agent"]["node_timeout_s"]) for c in cfgs}) == 1
+    ports = [{k: spurtest.free_port() for k in ("api", "raft", "health", "metrics", "agent")}
+             for _ in range(3)]
+    raft = [f"127.0.0.1:{p['raft']}" for p in ports]
+    api = [f"127.0.0.1:{p['api']}" for p in ports]
+    paths = []
+    for k, cfg in enumerate(cfgs):
+        cfg["controller"].update(listen=api[k], peers=raft, hosts=api,
+                                 state_dir=str(tmp_path / f"n{k + 1}"))
+        cfg["raft"]["listen"] = raft[k]
+        cfg["health"]["port"] = ports[k]["health"]
+        cfg["metrics"]["port"] = ports[k]["metrics"]
+        cfg["agent"].update(listen=f"127.0.0.1:{ports[k]['agent']}",
+                            spool_dir=str(tmp_path / f"cn{k + 1}"))
+        paths.append(spurtest.write_config(tmp_path / f"n{k + 1}.yaml", **cfg))
+    procs, agents = [], []
+    try:
+        for k, path in enumerate(paths):
+            procs.append(spurtest.Supervisor(tmp_path, cfg=cfgs[k], name=f"n{k + 1}"))
+        for s in procs:
+            s.wait_ready(20)
+        for k in (0, 1):
+            log = open(tmp_path / f"cn{k + 1}.log", "wb")
+            agents.append(subprocess.Popen([str(spurtest.SPURD), "-f", str(paths[k])],
+                                           stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+        env = dict(os.environ, SPUR_CONFIG=str(paths[0]))
+        env.pop("SPUR_CONTROLLER", None)
+
+        def cli(*args):
+            return subprocess.run([str(spurtest.BUILD / "client" / args[0]), *args[1:]],
+                                  capture_output=True, text=True, env=env, timeout=30,
+                                  cwd=str(tmp_path))
+
+        def idle():
+            p = cli("sinfo", "-h", "-p", "debug", "-o", "%t %N")
+            return p.stdout.split() == ["idle", "cn[1-2]"]
+        wait_until(idle, 30, interval=0.2, what="cn[1-2] idle")
+        p = cli("sbatch", "--wrap", "hostname")
+        assert p.returncode == 0, p.stderr
+        jid = int(p.stdout.split()[-1])
+        assert p.stdout.strip() == f"Submitted batch job {jid}"
+        out = tmp_path / f"slurm-{jid}.out"
+
+        def done():
+            p = cli("squeue", "-h", "-t", "all", "-j", str(jid), "-o", "%T")
+            return p.stdout.strip() in ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL") \
+                and p.stdout.strip()
+        assert wait_until(done, 30, interval=0.2, what=f"job {jid} final") == "COMPLETED"
+        assert out.read_text() == socket.gethostname() + "\n"
+    finally:
+        for a in agents:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(a.pid, 9)
+            a.wait(10)
+        for k in (1, 2):
+            spurtest.kill_spool_jobs(tmp_path / f"cn{k}")
+        for s in procs:
+            s.kill()
