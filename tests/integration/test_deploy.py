@@ -465,6 +465,77 @@ def test_pdb_allows_one_unavailable():
     assert "minAvailable" not in pdb["spec"]
 
 
+def agent_daemonset():
+    (ds,) = k8s("DaemonSet", "spurd")
+    return ds
+
+
+def agent_container(ds=None):
+    ds = ds or agent_daemonset()
+    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "spurd"]
+    return c
+
+
+def test_agent_daemonset_runs_spurd_from_the_image_with_the_shared_config():
+    ds = agent_daemonset()
+    pod = ds["spec"]["template"]["spec"]
+    c = agent_container(ds)
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    # Neither the controller's Services nor its PDB select agent pods.
+    for obj in k8s("Service") + k8s("PodDisruptionBudget"):
+        sel = obj["spec"].get("selector", {})
+        sel = sel.get("matchLabels", sel)
+        assert not sel.items() <= labels.items(), obj["metadata"]["name"]
+    # The controller's image, its other program.
+    assert c["image"] == container()["image"]
+    assert c["command"] == ["/usr/sbin/spurd"]
+    args = c["args"]
+    path = args[args.index("-f") + 1]
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    (v,) = [v for v in pod["volumes"] if v["name"] == mounts[os.path.dirname(path)]]
+    ctl_maps = {x["configMap"]["name"]
+                for x in statefulset()["spec"]["template"]["spec"]["volumes"] if "configMap" in x}
+    assert v["configMap"]["name"] in ctl_maps, "the agents read the controller's spur.yaml"
+    assert os.path.basename(path) == "spur.yaml"
+    text = (K8S / "Containerfile").read_text()
+    assert "6818" in [w for ln in text.splitlines() if ln.startswith("EXPOSE")
+                      for w in ln.split()[1:]]
+
+
+def test_agent_daemonset_network_privileges_and_spool():
+    ds = agent_daemonset()
+    pod = ds["spec"]["template"]["spec"]
+    c = agent_container(ds)
+    cfg = embedded_config()
+    agent = cfg.get("agent", {})
+    # The leader dials Node.address: the node's IP on the port spurd listens on.
+    assert pod.get("hostNetwork") is True
+    assert pod.get("dnsPolicy") == "ClusterFirstWithHostNet", "Service names must resolve"
+    listen_port = port_of(agent.get("listen", "[::]:6818"))
+    assert resolve_port(c, "agent") == listen_port
+    args = c["args"]
+    addr = args[args.index("--address") + 1]
+    host, port = addr.rsplit(":", 1)
+    assert int(port) == listen_port
+    (env,) = [e for e in c["env"] if f"$({e['name']})" == host]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    # Jobs run as their users: root with the privileges setuid and cgroups take.
+    sc = c["securityContext"]
+    assert sc.get("runAsUser") == 0 and sc.get("privileged") is True
+    # The spool is the host's, so reports survive the pod; the users are the host's.
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    spool = agent.get("spool_dir", "/var/spool/spur/d")
+    assert vols[mounts[spool]]["hostPath"]["path"] == spool
+    for f in ("/etc/passwd", "/etc/group"):
+        assert vols[mounts[f]]["hostPath"]["path"] == f
+    # No limits: spurd offers what its cgroup allows, a limit would shrink the node.
+    assert not c.get("resources", {}).get("limits")
+    # The leader marks a node down only after several missed heartbeats.
+    assert agent.get("node_timeout_s", 60) >= 3 * agent.get("heartbeat_s", 10)
+
+
 def test_embedded_config_passes_check_config(tmp_path):
     need_programs()
     f = tmp_path / "spur.yaml"
