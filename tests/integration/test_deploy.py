@@ -222,10 +222,14 @@ def statefulset():
     return sts
 
 
-def container(sts=None):
-    sts = sts or statefulset()
-    (c,) = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "spurctld"]
+def named_container(obj, name):
+    """The container called name of a workload's pod template."""
+    (c,) = [c for c in obj["spec"]["template"]["spec"]["containers"] if c["name"] == name]
     return c
+
+
+def container(sts=None):
+    return named_container(sts or statefulset(), "spurctld")
 
 
 def embedded_config_text():
@@ -471,9 +475,7 @@ def agent_daemonset():
 
 
 def agent_container(ds=None):
-    ds = ds or agent_daemonset()
-    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "spurd"]
-    return c
+    return named_container(ds or agent_daemonset(), "spurd")
 
 
 def test_agent_daemonset_runs_spurd_from_the_image_with_the_shared_config():
