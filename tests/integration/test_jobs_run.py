@@ -525,6 +525,9 @@ def test_200_jobs_while_the_leader_is_killed_twice_each_run_exactly_once(job_clu
     submitted, errors = [], []
     lock = threading.Lock()
     counter = iter(range(n_jobs))
+    # The second third waits for the first kill, the last for the second: each kill
+    # comes with submissions in flight and more after it.
+    gates = [threading.Event(), threading.Event()]
 
     def submitter():
         while True:
@@ -532,6 +535,9 @@ def test_200_jobs_while_the_leader_is_killed_twice_each_run_exactly_once(job_clu
                 k = next(counter, None)
             if k is None:
                 return
+            for g, gate in enumerate(gates):
+                if k >= (g + 1) * n_jobs // 3:
+                    gate.wait(120)
             # sh's >> opens with O_APPEND: each short line lands whole.
             p = jc.run("sbatch", "--parsable", "-J", f"once{k}", "--wrap",
                        f'echo "$SLURM_JOB_ID" >> {ids_file}', timeout=120)
@@ -544,14 +550,19 @@ def test_200_jobs_while_the_leader_is_killed_twice_each_run_exactly_once(job_clu
     threads = [threading.Thread(target=submitter, daemon=True) for _ in range(n_threads)]
     for t in threads:
         t.start()
-    for round_ in (1, 2):
-        wait_until(lambda: len(submitted) >= round_ * n_jobs // 3, 120, interval=0.05,
-                   what="submissions before the next failover")
-        old = jc.c.leader(timeout=20)
-        assert jc.c.kill_worker(old) == 70
-        jc.c.leader(among=[i for i in range(1, 4) if i != old], timeout=20)
-        jc.c.start(old)
-        jc.c.replica(old).wait_ready(20)
+    try:
+        for round_, gate in enumerate(gates, 1):
+            wait_until(lambda: len(submitted) + len(errors) >= round_ * n_jobs // 3 - n_threads,
+                       120, interval=0.02, what="submissions before the next failover")
+            old = jc.c.leader(timeout=20)
+            assert jc.c.kill_worker(old) == 70
+            jc.c.leader(among=[i for i in range(1, 4) if i != old], timeout=20)
+            gate.set()
+            jc.c.start(old)
+            jc.c.replica(old).wait_ready(20)
+    finally:
+        for gate in gates:
+            gate.set()
     for t in threads:
         t.join(180)
     assert not errors, errors[:3]
