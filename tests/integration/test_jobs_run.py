@@ -436,9 +436,13 @@ def test_agent_lost_for_good_node_down_job_node_fail_requeued_job_runs_elsewhere
     jc = job_cluster(agents=2, cpus=2)
     for n in jc.nodes().values():
         assert n["state"] == "idle"
-    # Both 1-CPU jobs on cn1 (lowest name first): cn1 MIXED, then cn2 taken whole.
+    # Both 1-CPU jobs on cn1 (lowest name first): cn1 MIXED, then ALLOCATED; then cn2
+    # taken whole.
     plain = jc.sbatch("--wrap", "sleep 600")
     jc.wait_state(plain, "RUNNING")
+    nodes = jc.nodes()
+    assert (nodes["cn1"]["state"], nodes["cn2"]["state"]) == ("mixed", "idle"), nodes
+    assert sorted(sinfo_states(jc)) == [["idle", "cn2"], ["mix", "cn1"]]
     marks = jc.work / "requeue.log"
     again = jc.sbatch("--requeue", "--wrap",
                       f"echo $SLURMD_NODENAME >> {marks}; "
@@ -447,8 +451,7 @@ def test_agent_lost_for_good_node_down_job_node_fail_requeued_job_runs_elsewhere
     jobs = jc.jobs()
     assert jobs[plain]["node_list"] == jobs[again]["node_list"] == ["cn1"], jobs
     nodes = jc.nodes()
-    assert (nodes["cn1"]["state"], nodes["cn2"]["state"]) == ("mixed", "idle"), nodes
-    assert sorted(sinfo_states(jc)) == [["idle", "cn2"], ["mix", "cn1"]]
+    assert (nodes["cn1"]["state"], nodes["cn2"]["state"]) == ("allocated", "idle"), nodes
     whole = jc.sbatch("-c", "2", "--wrap", "sleep 600")
     jc.wait_state(whole, "RUNNING")
     assert jc.job(whole)["node_list"] == ["cn2"]
