@@ -304,6 +304,22 @@ def test_a_job_runs_as_its_user_with_slurms_environment_and_output(jc1, test_use
     assert not (work / f"slurm-{jid2}.out").exists()
 
 
+@pytest.mark.xfail(strict=True, reason="every node of the job runs the batch script "
+                   "(agent/monitor.c spawns the script for any node_index; Slurm runs it on "
+                   "the batch host only)")
+def test_a_multi_node_job_sees_its_nodes_and_runs_its_script_once_on_the_batch_host(jc1):
+    jc = jc1
+    script = "env | grep -E '^(SLURM_JOB_NODELIST|SLURM_JOB_NUM_NODES|SLURMD_NODENAME)=' | sort"
+    jid = jc.sbatch("-N", "2", "--wrap", script)
+    j = jc.wait_state(jid, "COMPLETED")
+    assert sorted(j["node_list"]) == ["cn1", "cn2"]
+    text = (jc.work / f"slurm-{jid}.out").read_text()
+    assert "SLURM_JOB_NODELIST=cn[1-2]\n" in text and "SLURM_JOB_NUM_NODES=2\n" in text, text
+    assert "BatchHost=cn1" in jc.show_job(jid)
+    # As under Slurm: the batch script runs once, on the batch host (the first node).
+    assert text == "SLURMD_NODENAME=cn1\nSLURM_JOB_NODELIST=cn[1-2]\nSLURM_JOB_NUM_NODES=2\n", text
+
+
 def test_squeue_shows_a_running_job_then_it_leaves(jc1):
     jc = jc1
     jid = jc.sbatch("--wrap", "sleep 3")
