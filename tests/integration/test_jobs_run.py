@@ -16,7 +16,10 @@ CLI. What holds, each against those processes:
   - a job outlives kill -9 and restart of its agent and is reported COMPLETED;
   - 200 jobs submitted while the leader is killed twice run exactly once each;
   - sinfo shows IDLE / MIXED / ALLOCATED / DOWN from the real allocation; squeue the
-    node list.
+    node list;
+  - a 2-node job sees both nodes (SLURM_JOB_NODELIST cn[1-2]) and, as under Slurm, its
+    script runs once, on the batch host (xfail while every node runs it);
+  - examples/local-cluster, on private ports, runs `sbatch --wrap hostname`.
 
 The tests that do not disturb the cluster share one (module scope, two agents of 1 CPU);
 the others make their own. Every wait is bounded; processes are killed by the fixtures,
