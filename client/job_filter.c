@@ -71,7 +71,8 @@ int job_filter_states_parse(const char *list, int *states, size_t max, size_t *n
 
 bool job_filter_state_active(int state)
 {
-    return state == J(PENDING) || state == J(RUNNING) || state == J(COMPLETING);
+    return state == J(PENDING) || state == J(CONFIGURING) || state == J(RUNNING) ||
+           state == J(COMPLETING);
 }
 
 int job_filter_ids_parse(const char *list, uint64_t **ids, size_t *n, char *err, size_t errlen)
