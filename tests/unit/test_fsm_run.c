@@ -11,8 +11,10 @@
  * requeues with the doubling back-off and drains a node after 3 in a row, a successful
  * start resets the count; a node that stops answering goes DOWN, its jobs NODE_FAIL or
  * requeue, and its agent's registration clears only that; cancel of a configuring job;
- * pending reasons; a snapshot with a job in every state round trips bit for bit; and
- * the leader's events are recorded only while enabled and never change the state.
+ * pending reasons; a snapshot with a job in every state round trips bit for bit; the
+ * leader's events are recorded only while enabled and never change the state; and random
+ * lifecycle logs end in the same bytes on a leader and a restored follower, with node
+ * allocations that always equal what a restore recomputes from the jobs.
  */
 #include "check_run.h"
 #include "fsm.h"
@@ -532,14 +534,10 @@ START_TEST(test_allocation_skipped)
         const char *what;
         struct alloc a;
     } cases[] = {
-        {"unknown job", {999, {"n2"}}},
-        {"held job", {0, {"n2"}}},
-        {"job not pending", {0, {"n2"}}},
-        {"too few nodes", {0, {"n2"}}},
-        {"a node twice", {0, {"n2", "n2"}}},
-        {"unknown node", {0, {"zz"}}},
-        {"drained node", {0, {"n1"}}},
-        {"not enough free CPUs", {0, {"n3"}}},
+        {"unknown job", {999, {"n2"}}},      {"held job", {0, {"n2"}}},
+        {"job not pending", {0, {"n2"}}},    {"too few nodes", {0, {"n2"}}},
+        {"a node twice", {0, {"n2", "n2"}}}, {"unknown node", {0, {"zz"}}},
+        {"drained node", {0, {"n1"}}},       {"not enough free CPUs", {0, {"n3"}}},
     };
     uint64_t ids[] = {999, held, running, two, two, plain, plain, big};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -598,8 +596,14 @@ START_TEST(test_report_outcomes)
         {"signal 9", false, false, {.signal = 9}, J(FAILED), "NonZeroExitCode", 0, 9},
         {"oom", false, false, {.oom = true, .signal = 9}, J(OUT_OF_MEMORY), "OutOfMemory", 0, 9},
         {"time limit", false, false, {.timed_out = true}, J(TIMEOUT), "TimeLimit", 0, 0},
-        {"oom beats the time limit", false, false, {.oom = true, .timed_out = true},
-         J(OUT_OF_MEMORY), "OutOfMemory", 0, 0},
+        {"oom beats the time limit",
+         false,
+         false,
+         {.oom = true, .timed_out = true},
+         J(OUT_OF_MEMORY),
+         "OutOfMemory",
+         0,
+         0},
         {"cancel beats exit", true, false, {.exit_code = 143}, J(CANCELLED), "None", 143, 0},
         {"cancel beats timeout", true, false, {.timed_out = true}, J(CANCELLED), "None", 0, 0},
         {"cancel before start", true, false, {.never_ran = true}, J(CANCELLED), "None", 0, 0},
@@ -1122,8 +1126,8 @@ START_TEST(test_snapshot_every_state)
     build_every_state(&t);
     struct fsm_stats st;
     fsm_stats(t.f, &st);
-    static const int states[] = {J(PENDING),   J(CONFIGURING), J(RUNNING),   J(COMPLETING),
-                                 J(COMPLETED), J(FAILED),      J(CANCELLED), J(TIMEOUT),
+    static const int states[] = {J(PENDING),   J(CONFIGURING),  J(RUNNING),   J(COMPLETING),
+                                 J(COMPLETED), J(FAILED),       J(CANCELLED), J(TIMEOUT),
                                  J(NODE_FAIL), J(OUT_OF_MEMORY)};
     for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
         ck_assert_msg(st.jobs_by_state[states[i]] > 0, "no job in state %d", states[i]);
@@ -1255,6 +1259,244 @@ START_TEST(test_submit_requeue_account)
 }
 END_TEST
 
+/* ---- random lifecycles ------------------------------------------------------------------- */
+
+static uint32_t rnd(uint32_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 17;
+    *s ^= *s << 5;
+    return *s;
+}
+
+/* What the generator needs of a job: attempt, nodes asked, nodes placed on. */
+struct pick {
+    uint32_t attempt;
+    uint32_t nodes;
+    size_t nplaced;
+    char placed[2][8];
+};
+
+static struct pick pick_of(struct fsm *f, uint64_t id)
+{
+    struct pick p = {0};
+    struct fsm_read rd;
+    ck_assert_int_eq(fsm_get_job(f, id, &rd), FSM_OK);
+    if (rd.resp.code == C_OK) {
+        const Spur__Api__Job *j = rd.resp.jobs->jobs[0];
+        p.attempt = j->attempt;
+        p.nodes = j->spec->nodes;
+        for (size_t k = 0; k < j->n_node_list && k < 2; k++)
+            snprintf(p.placed[p.nplaced++], sizeof(p.placed[0]), "%s", j->node_list[k]);
+    }
+    fsm_read_free(&rd);
+    return p;
+}
+
+/*
+ * One random lifecycle command against the live state, encoded into *bytes (the caller
+ * applies it). Attempts are mostly the job's current one, sometimes another.
+ */
+static void random_command(struct t *t, uint32_t *seed, uint8_t **bytes, size_t *len)
+{
+    static char *nodes[] = {"n1", "n2", "n3", "n4", "zz"};
+    static char *reasons[] = {"spool full", "no such user\n"};
+    struct fsm_stats fs;
+    fsm_stats(t->f, &fs);
+    /* Mostly one of the latest jobs (the active ones), sometimes any id at all. */
+    uint64_t id = rnd(seed) % 4 == 0 || fs.next_job_id <= 8 ? 1 + rnd(seed) % (fs.next_job_id + 1)
+                                                            : fs.next_job_id - 1 - rnd(seed) % 8;
+    struct pick jp = pick_of(t->f, id);
+    uint32_t attempt = jp.attempt;
+    /* A node of the job's mostly, any node sometimes. */
+    char *its_node = jp.nplaced > 0 && rnd(seed) % 5 != 0 ? jp.placed[rnd(seed) % jp.nplaced]
+                                                          : nodes[rnd(seed) % 5];
+    uint32_t r = rnd(seed) % 10;
+    attempt = r == 0 ? attempt + 1 : r == 1 ? 0 : r == 2 && attempt > 0 ? attempt - 1 : attempt;
+
+    Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;
+    Spur__Api__JobSpec s = SPUR__API__JOB_SPEC__INIT;
+    Spur__Fsm__Allocation al = SPUR__FSM__ALLOCATION__INIT, *alp = &al;
+    Spur__Fsm__JobsAllocated ja = SPUR__FSM__JOBS_ALLOCATED__INIT;
+    Spur__Fsm__JobStart st = SPUR__FSM__JOB_START__INIT, *stp = &st;
+    Spur__Fsm__JobsStarted js = SPUR__FSM__JOBS_STARTED__INIT;
+    Spur__Fsm__JobCompleted jc = SPUR__FSM__JOB_COMPLETED__INIT, *jcp = &jc;
+    Spur__Fsm__JobsCompleted jcs = SPUR__FSM__JOBS_COMPLETED__INIT;
+    Spur__Fsm__JobLaunchFailed lf = SPUR__FSM__JOB_LAUNCH_FAILED__INIT;
+    Spur__Fsm__NodesNotResponding nr = SPUR__FSM__NODES_NOT_RESPONDING__INIT;
+    Spur__Api__RegisterNodeRequest rn = SPUR__API__REGISTER_NODE_REQUEST__INIT;
+    Spur__Api__UpdateNodeRequest un = SPUR__API__UPDATE_NODE_REQUEST__INIT;
+    Spur__Api__JobIdRequest jid = SPUR__API__JOB_ID_REQUEST__INIT;
+    char *pick[2], *one[1];
+    uint32_t what = rnd(seed) % 100;
+    if (what < 12) {
+        s.script.data = (uint8_t *)SCRIPT;
+        s.script.len = strlen(SCRIPT);
+        s.nodes = 1 + rnd(seed) % 2;
+        s.cpus_per_task = 1 + rnd(seed) % 3;
+        s.requeue = rnd(seed) % 2;
+        c.op_case = SPUR__FSM__COMMAND__OP_SUBMIT_JOB;
+        c.submit_job = &s;
+    } else if (what < 35) {
+        al.job_id = id;
+        al.n_nodes = jp.nodes > 0 && rnd(seed) % 8 != 0 ? jp.nodes : 1 + rnd(seed) % 2;
+        uint32_t first = rnd(seed) % 4;
+        for (size_t k = 0; k < al.n_nodes; k++)
+            pick[k] = rnd(seed) % 10 == 0 ? nodes[rnd(seed) % 5] : nodes[(first + k) % 4];
+        al.nodes = pick;
+        ja.n_allocations = 1;
+        ja.allocations = &alp;
+        c.op_case = SPUR__FSM__COMMAND__OP_JOBS_ALLOCATED;
+        c.jobs_allocated = &ja;
+    } else if (what < 47) {
+        st.job_id = id;
+        st.attempt = attempt;
+        js.n_starts = 1;
+        js.starts = &stp;
+        c.op_case = SPUR__FSM__COMMAND__OP_JOBS_STARTED;
+        c.jobs_started = &js;
+    } else if (what < 75) {
+        jc.job_id = id;
+        jc.attempt = attempt;
+        jc.node = its_node;
+        jc.exit_code = rnd(seed) % 4 == 0 ? 2 : 0;
+        jc.signal = rnd(seed) % 8 == 0 ? 9 : 0;
+        jc.oom = rnd(seed) % 10 == 0;
+        jc.timed_out = rnd(seed) % 10 == 0;
+        jc.lost = rnd(seed) % 12 == 0;
+        jc.never_ran = rnd(seed) % 12 == 0;
+        jcs.n_reports = 1;
+        jcs.reports = &jcp;
+        c.op_case = SPUR__FSM__COMMAND__OP_JOBS_COMPLETED;
+        c.jobs_completed = &jcs;
+    } else if (what < 80) {
+        lf.job_id = id;
+        lf.attempt = attempt;
+        lf.node = its_node;
+        lf.reason = reasons[rnd(seed) % 2];
+        lf.node_fault = rnd(seed) % 3 != 0;
+        c.op_case = SPUR__FSM__COMMAND__OP_JOB_LAUNCH_FAILED;
+        c.job_launch_failed = &lf;
+    } else if (what < 82) {
+        one[0] = nodes[rnd(seed) % 5];
+        nr.n_names = 1;
+        nr.names = one;
+        c.op_case = SPUR__FSM__COMMAND__OP_NODES_NOT_RESPONDING;
+        c.nodes_not_responding = &nr;
+    } else if (what < 87) {
+        rn.name = nodes[rnd(seed) % 4];
+        rn.cpus = 4;
+        rn.from_agent = rnd(seed) % 4 != 0;
+        c.op_case = SPUR__FSM__COMMAND__OP_REGISTER_NODE;
+        c.register_node = &rn;
+    } else if (what < 90) {
+        static char *verbs[] = {"down", "resume", "drain", "undrain", "resume", "undrain"};
+        un.name = nodes[rnd(seed) % 4];
+        un.state = verbs[rnd(seed) % 6];
+        un.reason = "op";
+        c.op_case = SPUR__FSM__COMMAND__OP_UPDATE_NODE;
+        c.update_node = &un;
+    } else if (what < 95) {
+        jid.job_id = id;
+        c.op_case = SPUR__FSM__COMMAND__OP_CANCEL_JOB;
+        c.cancel_job = &jid;
+    } else {
+        Spur__Fsm__Tick tk = SPUR__FSM__TICK__INIT;
+        c.op_case = SPUR__FSM__COMMAND__OP_TICK;
+        c.tick = &tk;
+        t->now += 60000;
+        c.time_ms = t->now;
+        c.user = "alice";
+        ck_assert_int_eq(fsm_encode_command(&c, bytes, len), FSM_OK);
+        return;
+    }
+    t->now += rnd(seed) % 20000;
+    c.time_ms = t->now;
+    c.user = "alice";
+    ck_assert_int_eq(fsm_encode_command(&c, bytes, len), FSM_OK);
+}
+
+/* Node answers of two states, packed: allocations and states must agree. */
+static void assert_same_nodes(struct fsm *a, struct fsm *b)
+{
+    Spur__Api__GetNodesRequest q = SPUR__API__GET_NODES_REQUEST__INIT;
+    struct fsm_read ra, rb;
+    ck_assert_int_eq(fsm_get_nodes(a, &q, &ra), FSM_OK);
+    ck_assert_int_eq(fsm_get_nodes(b, &q, &rb), FSM_OK);
+    size_t na = spur__api__response__get_packed_size(&ra.resp);
+    size_t nb = spur__api__response__get_packed_size(&rb.resp);
+    uint8_t *x = malloc(na + 1), *y = malloc(nb + 1);
+    ck_assert(x != NULL && y != NULL);
+    spur__api__response__pack(&ra.resp, x);
+    spur__api__response__pack(&rb.resp, y);
+    ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "node answers differ");
+    free(x);
+    free(y);
+    fsm_read_free(&ra);
+    fsm_read_free(&rb);
+}
+
+/*
+ * A random lifecycle log applied to a leader (events on, taken after every entry) and a
+ * follower (off); half way the follower is replaced by a restore of its own snapshot.
+ * Both end in the same bytes, and every so often the leader's node allocations equal
+ * those a restore recomputes from the jobs (so the running accounting never drifts).
+ */
+START_TEST(test_random_lifecycle)
+{
+    uint32_t seed = 0x9e3779b9u + (uint32_t)_i * 7919u;
+    struct t lead, fol;
+    t_init(&lead, true);
+    t_init(&fol, true);
+    register_node(&lead, "n4", 4, true);
+    register_node(&fol, "n4", 4, true);
+    fsm_events_enable(lead.f, true);
+    const size_t n = 1500;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *bytes;
+        size_t len;
+        random_command(&lead, &seed, &bytes, &len);
+        uint64_t index = fsm_last_applied(lead.f) + 1;
+        ck_assert_int_eq(fsm_apply(lead.f, index, bytes, len, NULL), FSM_OK);
+        ck_assert_int_eq(fsm_apply(fol.f, index, bytes, len, NULL), FSM_OK);
+        free(bytes);
+        struct fsm_events ev;
+        ck_assert_int_eq(fsm_events_take(lead.f, &ev), FSM_OK);
+        fsm_events_free(&ev);
+        if (i == n / 2 || i % 100 == 99) {
+            uint8_t *snap;
+            size_t slen;
+            snapshot(fol.f, &snap, &slen);
+            struct fsm *g = fsm_new(NULL);
+            char err[256];
+            ck_assert_msg(fsm_restore(g, snap, slen, err, sizeof(err)) == FSM_OK, "%s", err);
+            free(snap);
+            assert_same_nodes(lead.f, g);
+            if (i == n / 2) {
+                fsm_free(fol.f);
+                fol.f = g;
+            } else {
+                fsm_free(g);
+            }
+        }
+    }
+    uint8_t *x, *y;
+    size_t nx, ny;
+    snapshot(lead.f, &x, &nx);
+    snapshot(fol.f, &y, &ny);
+    ck_assert_msg(nx == ny && memcmp(x, y, nx) == 0, "leader and follower differ");
+    free(x);
+    free(y);
+    /* The log really ran jobs through their lives. */
+    struct fsm_stats st;
+    fsm_stats(lead.f, &st);
+    ck_assert_uint_gt(st.jobs_by_state[J(COMPLETED)] + st.jobs_by_state[J(FAILED)], 0);
+    ck_assert_uint_gt(st.jobs_by_state[J(NODE_FAIL)] + st.jobs_by_state[J(CANCELLED)], 0);
+    t_free(&lead);
+    t_free(&fol);
+}
+END_TEST
+
 static Suite *fsm_run_suite(void)
 {
     Suite *s = suite_create("fsm_run");
@@ -1264,13 +1506,16 @@ static Suite *fsm_run_suite(void)
     check_case(s, "reports",
                (const TTest *[]){test_report_outcomes, test_fast_path_and_parts,
                                  test_stale_and_duplicate, NULL});
-    check_case(s, "launch",
-               (const TTest *[]){test_launch_backoff_and_drain, test_launch_failure_not_node,
-                                 NULL});
+    check_case(
+        s, "launch",
+        (const TTest *[]){test_launch_backoff_and_drain, test_launch_failure_not_node, NULL});
     check_case(s, "nodes", (const TTest *[]){test_not_responding, test_heartbeat_names, NULL});
     check_case(s, "cancel", (const TTest *[]){test_cancel_placed, test_pending_reasons, NULL});
     check_case(s, "state",
                (const TTest *[]){test_snapshot_every_state, test_events_only_when_enabled, NULL});
+    TCase *tc = check_case(s, "random", (const TTest *[]){NULL});
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_random_lifecycle, 0, 4);
     return s;
 }
 
