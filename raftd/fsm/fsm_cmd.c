@@ -21,10 +21,10 @@
 #define C_CONFLICT  SPUR__API__CODE__CODE_CONFLICT
 #define C_TOO_LARGE SPUR__API__CODE__CODE_TOO_LARGE
 
-#define JS_PENDING    SPUR__API__JOB_STATE__JOB_PENDING
-#define JS_RUNNING    SPUR__API__JOB_STATE__JOB_RUNNING
-#define JS_COMPLETING SPUR__API__JOB_STATE__JOB_COMPLETING
-#define JS_CONFIGURING SPUR__API__JOB_STATE__JOB_CONFIGURING
+#define JS_PENDING       SPUR__API__JOB_STATE__JOB_PENDING
+#define JS_RUNNING       SPUR__API__JOB_STATE__JOB_RUNNING
+#define JS_COMPLETING    SPUR__API__JOB_STATE__JOB_COMPLETING
+#define JS_CONFIGURING   SPUR__API__JOB_STATE__JOB_CONFIGURING
 #define JS_OUT_OF_MEMORY SPUR__API__JOB_STATE__JOB_OUT_OF_MEMORY
 
 /* A failed launch puts the job back with this back-off, doubling per restart, capped. */
@@ -798,8 +798,8 @@ static int cmd_set_settings(struct fsm *f, const Spur__Fsm__SetSettings *s,
  * distinct, existing nodes of its partition (which is up), each usable with the job's
  * CPUs and memory free. false with r set to the reason otherwise.
  */
-static bool check_placement(struct fsm *f, const struct fsm_job *job, char *const *nodes,
-                            size_t n, struct fsm_cmd_result *r)
+static bool check_placement(struct fsm *f, const struct fsm_job *job, char *const *nodes, size_t n,
+                            struct fsm_cmd_result *r)
 {
     if (job->state != JS_PENDING) {
         fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not pending (%s)", job->id,

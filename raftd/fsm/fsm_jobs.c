@@ -13,12 +13,7 @@
 #define PB_STR(s) ((s) != NULL ? (s) : "")
 
 static const char *const end_reason_names[FSM_END_NREASONS] = {
-    "None",
-    "NonZeroExitCode",
-    "TimeLimit",
-    "NodeFail",
-    "OutOfMemory",
-    "JobLaunchFailure",
+    "None", "NonZeroExitCode", "TimeLimit", "NodeFail", "OutOfMemory", "JobLaunchFailure",
 };
 
 const char *fsm_job_state_name(int state)
@@ -68,10 +63,9 @@ static char *put_str(char **at, const char *s)
 
 struct fsm_job *fsm_job_new(const Spur__Api__JobSpec *spec, const char *user, const char *partition)
 {
-    const char *strs[] = {PB_STR(spec->name),        partition,
-                          PB_STR(spec->stdout_path), PB_STR(spec->stderr_path),
-                          PB_STR(spec->workdir),     user,
-                          PB_STR(spec->account)};
+    const char *strs[] = {
+        PB_STR(spec->name),    partition, PB_STR(spec->stdout_path), PB_STR(spec->stderr_path),
+        PB_STR(spec->workdir), user,      PB_STR(spec->account)};
     size_t nstr = sizeof(strs) / sizeof(strs[0]);
     size_t nenv = spec->n_env;
     size_t script_len = spec->script.data != NULL ? spec->script.len : 0;

@@ -158,9 +158,9 @@ static void find_blocked(const struct fsm *f, struct fsm_fit_cache *cache)
         if (job_line(f, job, cache, &p) != L_BLOCKED)
             continue;
         size_t pi = (size_t)(p - f->nodes.parts);
-        if (!cache->blocked[pi].any || key_before(job->eligible_ms, job->id,
-                                                  cache->blocked[pi].eligible_ms,
-                                                  cache->blocked[pi].id)) {
+        if (!cache->blocked[pi].any ||
+            key_before(job->eligible_ms, job->id, cache->blocked[pi].eligible_ms,
+                       cache->blocked[pi].id)) {
             cache->blocked[pi].any = true;
             cache->blocked[pi].eligible_ms = job->eligible_ms;
             cache->blocked[pi].id = job->id;
@@ -196,8 +196,8 @@ static const char *pending_reason(const struct fsm *f, const struct fsm_job *job
     if (!cache->blocked_known)
         find_blocked(f, cache);
     size_t pi = (size_t)(p - f->nodes.parts);
-    if (cache->blocked[pi].any && key_before(cache->blocked[pi].eligible_ms,
-                                             cache->blocked[pi].id, job->eligible_ms, job->id))
+    if (cache->blocked[pi].any && key_before(cache->blocked[pi].eligible_ms, cache->blocked[pi].id,
+                                             job->eligible_ms, job->id))
         return "Priority";
     return "Resources";
 }
