@@ -15,6 +15,7 @@
 #include "check_run.h"
 #include "controller.h"
 #include "fsm.h"
+#include "fsm_drive.h"
 #include "fsm_jobs.h"
 #include "fsm_map.h"
 
@@ -63,19 +64,7 @@ static Spur__Api__Response *run_as(struct t *t, uint64_t client, uint64_t seq,
 {
     c->client_id = client;
     c->seq = seq;
-    c->time_ms = t->now;
-    if (c->user == NULL || c->user[0] == '\0')
-        c->user = "alice";
-    uint8_t *buf;
-    size_t len;
-    ck_assert_int_eq(fsm_encode_command(c, &buf, &len), FSM_OK);
-    struct fsm_reply reply;
-    ck_assert_int_eq(fsm_apply(t->f, fsm_last_applied(t->f) + 1, buf, len, &reply), FSM_OK);
-    free(buf);
-    ck_assert_ptr_nonnull(reply.resp);
-    Spur__Api__Response *resp = reply.resp;
-    reply.resp = NULL;
-    return resp;
+    return fsm_drive_apply(t->f, c, t->now);
 }
 
 static Spur__Api__Response *run(struct t *t, Spur__Fsm__Command *c)
@@ -372,19 +361,12 @@ static int node_state(struct t *t, const char *name, uint32_t *alloc_cpus, char 
 
 static void snapshot(struct fsm *f, uint8_t **b, size_t *n)
 {
-    ck_assert_int_eq(fsm_snapshot(f, b, n), FSM_OK);
+    fsm_drive_snapshot(f, b, n);
 }
 
 static void assert_same_snapshot(struct fsm *a, struct fsm *b)
 {
-    uint8_t *x, *y;
-    size_t nx, ny;
-    snapshot(a, &x, &nx);
-    snapshot(b, &y, &ny);
-    ck_assert_uint_eq(nx, ny);
-    ck_assert_msg(memcmp(x, y, nx) == 0, "snapshots differ");
-    free(x);
-    free(y);
+    ck_assert_msg(fsm_drive_same(a, b), "snapshots differ");
 }
 
 /* Packed answer of a read, for comparing two states' answers. */

@@ -18,6 +18,7 @@
  */
 #include "check_run.h"
 #include "fsm.h"
+#include "fsm_drive.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -45,20 +46,11 @@ struct t {
 /* Apply c at the next index with the current time; returns the code (error copied). */
 static int run_err(struct t *t, Spur__Fsm__Command *c, char *err, size_t errlen)
 {
-    c->time_ms = t->now;
-    if (c->user == NULL || c->user[0] == '\0')
-        c->user = "alice";
-    uint8_t *buf;
-    size_t len;
-    ck_assert_int_eq(fsm_encode_command(c, &buf, &len), FSM_OK);
-    struct fsm_reply reply;
-    ck_assert_int_eq(fsm_apply(t->f, fsm_last_applied(t->f) + 1, buf, len, &reply), FSM_OK);
-    free(buf);
-    ck_assert_ptr_nonnull(reply.resp);
-    int code = (int)reply.resp->code;
+    Spur__Api__Response *resp = fsm_drive_apply(t->f, c, t->now);
+    int code = (int)resp->code;
     if (err != NULL)
-        snprintf(err, errlen, "%s", reply.resp->error);
-    fsm_reply_clear(&reply);
+        snprintf(err, errlen, "%s", resp->error);
+    spur__api__response__free_unpacked(resp, NULL);
     return code;
 }
 
@@ -71,7 +63,7 @@ static void run_ok(struct t *t, Spur__Fsm__Command *c)
 
 static void snapshot(struct fsm *f, uint8_t **b, size_t *n)
 {
-    ck_assert_int_eq(fsm_snapshot(f, b, n), FSM_OK);
+    fsm_drive_snapshot(f, b, n);
 }
 
 static void tick_cmd(Spur__Fsm__Command *c, Spur__Fsm__Tick *tk)
@@ -102,13 +94,7 @@ static void expect_no_change(struct t *t, Spur__Fsm__Command *c, int code)
     Spur__Fsm__Tick tk;
     tick_cmd(&tc, &tk);
     run_ok(&tt, &tc);
-    uint8_t *x, *y;
-    size_t nx, ny;
-    snapshot(t->f, &x, &nx);
-    snapshot(twin, &y, &ny);
-    ck_assert_msg(nx == ny && memcmp(x, y, nx) == 0, "the command changed the state");
-    free(x);
-    free(y);
+    ck_assert_msg(fsm_drive_same(t->f, twin), "the command changed the state");
     fsm_free(twin);
 }
 
@@ -215,17 +201,10 @@ static uint64_t submit(struct t *t, const struct job_opts *o)
     Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;
     c.op_case = SPUR__FSM__COMMAND__OP_SUBMIT_JOB;
     c.submit_job = &s;
-    c.time_ms = t->now;
-    c.user = "alice";
-    uint8_t *buf;
-    size_t len;
-    ck_assert_int_eq(fsm_encode_command(&c, &buf, &len), FSM_OK);
-    struct fsm_reply reply;
-    ck_assert_int_eq(fsm_apply(t->f, fsm_last_applied(t->f) + 1, buf, len, &reply), FSM_OK);
-    free(buf);
-    ck_assert_msg(reply.resp->code == C_OK, "submit: %s", reply.resp->error);
-    uint64_t id = reply.resp->submit_job->job_id;
-    fsm_reply_clear(&reply);
+    Spur__Api__Response *resp = fsm_drive_apply(t->f, &c, t->now);
+    ck_assert_msg(resp->code == C_OK, "submit: %s", resp->error);
+    uint64_t id = resp->submit_job->job_id;
+    spur__api__response__free_unpacked(resp, NULL);
     return id;
 }
 
@@ -331,6 +310,14 @@ static void report_cmd(struct report_cmd *rc, const struct rep *r)
     spur__fsm__command__init(&rc->c);
     rc->c.op_case = SPUR__FSM__COMMAND__OP_JOBS_COMPLETED;
     rc->c.jobs_completed = &rc->jcs;
+}
+
+/* The same report as the older single JobCompleted entry. */
+static void report_cmd_single(struct report_cmd *rc, const struct rep *r)
+{
+    report_cmd(rc, r);
+    rc->c.op_case = SPUR__FSM__COMMAND__OP_JOB_COMPLETED;
+    rc->c.job_completed = &rc->jc;
 }
 
 static void report(struct t *t, const struct rep *r)
@@ -697,13 +684,9 @@ START_TEST(test_fast_path_and_parts)
     uint64_t old = submit(&t, NULL);
     allocate(&t, old, "n3", NULL);
     started(&t, old, 1);
-    Spur__Fsm__JobCompleted jc = SPUR__FSM__JOB_COMPLETED__INIT;
-    jc.job_id = old;
-    jc.node = "n3";
-    spur__fsm__command__init(&c);
-    c.op_case = SPUR__FSM__COMMAND__OP_JOB_COMPLETED;
-    c.job_completed = &jc;
-    run_ok(&t, &c);
+    struct report_cmd rc;
+    report_cmd_single(&rc, &(struct rep){.id = old, .node = "n3"});
+    run_ok(&t, &rc.c);
     check_job(&t, old, J(COMPLETED), "None");
     t_free(&t);
 }
@@ -758,15 +741,11 @@ START_TEST(test_stale_and_duplicate)
     ck_assert_uint_eq(ev.nreported, 10);
     fsm_events_free(&ev);
     /* A refused single JobCompleted still changes nothing. */
-    Spur__Fsm__JobCompleted jc = SPUR__FSM__JOB_COMPLETED__INIT;
-    jc.job_id = run1;
-    jc.node = "n3";
-    spur__fsm__command__init(&c);
-    c.op_case = SPUR__FSM__COMMAND__OP_JOB_COMPLETED;
-    c.job_completed = &jc;
-    expect_no_change(&t, &c, C_CONFLICT); /* attempt 0 of a pending job */
-    jc.job_id = 4242;
-    expect_no_change(&t, &c, C_NOT_FOUND);
+    struct report_cmd rc;
+    report_cmd_single(&rc, &(struct rep){.id = run1, .node = "n3"});
+    expect_no_change(&t, &rc.c, C_CONFLICT); /* attempt 0 of a pending job */
+    rc.jc.job_id = 4242;
+    expect_no_change(&t, &rc.c, C_NOT_FOUND);
     t_free(&t);
 }
 END_TEST
@@ -1210,14 +1189,7 @@ START_TEST(test_events_only_when_enabled)
     register_node(&t, "n9", 2, true);
 
     /* Recording changes nothing in the state: both give the same snapshot. */
-    t.now = u.now;
-    uint8_t *x, *y;
-    size_t nx, ny;
-    snapshot(t.f, &x, &nx);
-    snapshot(u.f, &y, &ny);
-    ck_assert_msg(nx == ny && memcmp(x, y, nx) == 0, "events changed the replicated state");
-    free(x);
-    free(y);
+    ck_assert_msg(fsm_drive_same(t.f, u.f), "events changed the replicated state");
     /* Turned off, what was recorded is dropped. */
     cancel(&u, id);
     fsm_events_enable(u.f, false);
@@ -1480,13 +1452,7 @@ START_TEST(test_random_lifecycle)
             }
         }
     }
-    uint8_t *x, *y;
-    size_t nx, ny;
-    snapshot(lead.f, &x, &nx);
-    snapshot(fol.f, &y, &ny);
-    ck_assert_msg(nx == ny && memcmp(x, y, nx) == 0, "leader and follower differ");
-    free(x);
-    free(y);
+    ck_assert_msg(fsm_drive_same(lead.f, fol.f), "leader and follower differ");
     /* The log really ran jobs through their lives. */
     struct fsm_stats st;
     fsm_stats(lead.f, &st);
