@@ -639,6 +639,12 @@ START_TEST(test_filters_and_order)
     ck_assert_uint_eq(jobs[1]->id, 7);  /* debug, pending */
     ck_assert_uint_eq(jobs[2]->id, 1);  /* debug, running, lower id */
     ck_assert_uint_eq(jobs[3]->id, 42); /* debug, running */
+    /* A configuring job sorts with the running ones (Slurm's base state), by id. */
+    d.job.state = SPUR__API__JOB_STATE__JOB_CONFIGURING; /* job 1 */
+    job_filter_sort(jobs, 4);
+    ck_assert_uint_eq(jobs[2]->id, 1);
+    ck_assert_uint_eq(jobs[3]->id, 42);
+    ck_assert(job_filter_state_active(d.job.state));
 }
 END_TEST
 
