@@ -148,7 +148,7 @@ static int own_cgroup(const char *controller, char *path)
         if (c2 == NULL)
             continue;
         *c2 = '\0';
-        bool match = controller == NULL ? strcmp(line, "0") == 0 && c1[1] == '\0'
+        bool match = controller == NULL ? c1 == line + 1 && line[0] == '0' && c2 == c1 + 1
                                         : word_in(c1 + 1, controller);
         if (match) {
             snprintf(path, PATH_MAX, "%s", c2 + 1);
