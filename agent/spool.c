@@ -270,7 +270,7 @@ static int compact_tombs(struct spool *sp)
         if (t->slots[i].job_id != 0)
             all[n++] = t->slots[i];
     qsort(all, n, sizeof(*all), cmp_seq);
-    size_t first = n > SPOOL_TOMB_KEEP ? n - SPOOL_TOMB_KEEP : 0;
+    size_t first = n > sp->tomb_keep ? n - sp->tomb_keep : 0;
     size_t outcap = (n - first) * 32 + 1, outlen = 0;
     char *out = malloc(outcap);
     if (out == NULL) {
@@ -458,6 +458,7 @@ int spool_open(struct spool *sp, const char *path, char *err, size_t errlen)
 {
     memset(sp, 0, sizeof(*sp));
     sp->dirfd = sp->jobsfd = sp->tombfd = -1;
+    sp->tomb_keep = SPOOL_TOMB_KEEP;
     sp->path = strdup(path);
     sp->tombs = calloc(1, sizeof(*sp->tombs));
     if (sp->path == NULL || sp->tombs == NULL) {
@@ -490,7 +491,7 @@ int spool_open(struct spool *sp, const char *path, char *err, size_t errlen)
     }
     load_term(sp);
     load_tombs(sp);
-    if (sp->tomb_lines > SPOOL_TOMB_KEEP + SPOOL_TOMB_KEEP / 4 || sp->skipped > 0 ||
+    if (sp->tomb_lines > sp->tomb_keep + sp->tomb_keep / 4 || sp->skipped > 0 ||
         faccessat(sp->dirfd, "tombstones", F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
         /* Too long, torn or absent: write it afresh from what was read. */
         if (compact_tombs(sp) != 0) {
@@ -568,7 +569,7 @@ int spool_tombstone(struct spool *sp, uint64_t job_id, uint32_t attempt, char *e
         return -1;
     }
     sp->tomb_lines++;
-    if (sp->tomb_lines >= SPOOL_TOMB_KEEP + SPOOL_TOMB_KEEP / 4 && compact_tombs(sp) != 0) {
+    if (sp->tomb_lines >= sp->tomb_keep + sp->tomb_keep / 4 && compact_tombs(sp) != 0) {
         set_err(err, errlen, sp->path, "cannot rewrite tombstones");
         return -1;
     }

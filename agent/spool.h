@@ -23,7 +23,7 @@
  *                           replaced by term.tmp + fsync + rename + fsync of the spool
  *     tombstones            "JOB_ID.ATTEMPT\n" lines, oldest first, appended (one write
  *                           and an fsync per line); when it holds 1.25 x SPOOL_TOMB_KEEP
- *                           lines it is rewritten with the newest SPOOL_TOMB_KEEP, by
+ *                           lines it is rewritten with the newest SPOOL_TOMB_KEEP jobs, by
  *                           tombstones.tmp + fsync + rename. A tombstone of attempt A of
  *                           a job stands for every attempt up to A (attempts only grow).
  *     jobs/JOB_ID.ATTEMPT/  one per attempt not yet acknowledged:
@@ -76,6 +76,7 @@ struct spool {
     uint64_t term;                /* highest leader term seen */
     struct spool_tomb *tombs;     /* owned */
     size_t tomb_lines;            /* lines in the tombstones file */
+    size_t tomb_keep;             /* SPOOL_TOMB_KEEP after spool_open(); tests lower it */
     struct spool_job *jobs;       /* owned list, newest first */
     size_t njobs;
     unsigned skipped;             /* torn or garbage items found and left alone */
