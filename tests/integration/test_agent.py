@@ -336,3 +336,45 @@ def test_registration_is_retried_until_a_controller_answers(tmp_path):
         assert a.stop(signal.SIGTERM) == 0
     finally:
         a.stop(signal.SIGKILL)
+
+
+# ---- what ships with spurd: its unit and its man page ----------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+UNIT = REPO / "examples" / "systemd" / "spurd.service.in"
+
+
+def test_unit_passes_systemd_analyze_verify_and_leaves_jobs_running(tmp_path):
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        pytest.skip("systemd-analyze is not installed")
+    unit = tmp_path / "spurd.service"
+    unit.write_text(UNIT.read_text().replace("@SBINDIR@", str(SPURD.parent)))
+    r = subprocess.run([tool, "verify", "--man=no", str(unit)], capture_output=True,
+                       text=True, timeout=60)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "spurd.service" not in out, out
+    settings = {}
+    for line in UNIT.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, _, v = line.partition("=")
+            settings.setdefault(k.strip(), []).append(v.strip())
+    assert settings["KillMode"] == ["process"]  # a restart of spurd leaves the jobs
+    assert settings["Delegate"] == ["yes"]      # spurd makes the jobs' cgroups
+    assert "78" in settings["RestartPreventExitStatus"][0].split()
+    assert settings["ExecStart"][0].split()[0] == "@SBINDIR@/spurd"
+
+
+def test_man_page_documents_every_option():
+    import re
+
+    help_text = subprocess.run([str(SPURD), "--help"], capture_output=True, text=True,
+                               timeout=30).stdout
+    page = (REPO / "man" / "spurd.8").read_text().replace("\\-", "-")
+    opts = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-[a-zA-Z])\b", help_text))
+    assert {"--check-config", "--listen", "-N"} <= opts, opts
+    for opt in opts:
+        assert f"Fl {opt[1:]}" in page, f"spurd.8: {opt} is not documented"
+    status = page.split(".Sh EXIT STATUS", 1)[1].split(".Sh ", 1)[0]
+    for code in (0, 71, 78):
+        assert re.search(rf"^\.It {code}$", status, re.M), f"spurd(8): exit {code}"
