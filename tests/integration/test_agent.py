@@ -129,6 +129,10 @@ def test_registers_then_answers_ping_with_its_node(agent, controller):
     assert conn.pong["running"] == []
     assert (agent.spool / "term").read_text() == "4\n"
     conn.close()
+    # No leader pings for 3 x heartbeat_s (3 s here): the agent registers again.
+    wait_until(lambda: len(controller.registered) >= 2, 10, interval=0.1,
+               what="a second RegisterNode")
+    assert controller.registered[1] == reg[0]
 
 
 def test_job_runs_as_user_reports_exit_code_and_resends_until_acked(agent, test_user):
@@ -255,6 +259,30 @@ def test_job_outlives_kill_9_of_spurd_and_reports_to_the_next(agent, test_user):
     assert [(r["job_id"], r["attempt"]) for r in running] == [(18, 1)], running
     e = conn.wait_ended(18, 1, timeout=20)
     assert e["exit_code"] == 5, e
+    conn.close()
+
+
+def test_monitor_killed_while_spurd_was_down_is_reported_killed(agent, test_user):
+    _, work = test_user
+    pidfile = work / "job19.pid"
+    conn = agent.leader()
+    assert run_job(conn, agent, test_user, 19, f"#!/bin/sh\necho $$ > {pidfile}\nsleep 60\n")["ok"]
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, what="job pid")
+    job_pid = int(pidfile.read_text())
+    monitor_pid = int((agent.spool / "jobs" / "19.1" / "monitor").read_text().split()[0])
+    agent.proc.kill()
+    agent.proc.wait(10)
+    conn.close()
+    os.kill(monitor_pid, signal.SIGKILL)
+    agent.start()
+    conn = agent.leader(term=2)
+    e = conn.wait_ended(19, 1, timeout=20)
+    assert e["signal"] == signal.SIGKILL, e
+    # What the monitor left of the job is gone too.
+    wait_until(lambda: not Path(f"/proc/{job_pid}").exists()
+               or Path(f"/proc/{job_pid}/stat").read_text().split(") ")[1][0] == "Z", 10,
+               what="the orphaned job killed")
+    assert "monitor died without a report" in agent.log()
     conn.close()
 
 
