@@ -51,7 +51,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define TICK_MS 500
+#define TICK_MS               500
 #define REREGISTER_TIMEOUT_MS 2000
 
 /* Ownership: everything here; freed at the end of main(). */
@@ -120,8 +120,8 @@ static void check_job(struct agent *a, struct spool_job *j)
     if (monitor_abandoned(&a->mon, j->dirfd, j->launch, err, sizeof(err)) != 0 ||
         spool_read_ended(&a->spool, j, err, sizeof(err)) != 1 || j->ended == NULL) {
         j->abandon_failed = true;
-        log_event(LOG_ERROR, "agent", "cannot end an abandoned job", "job_id=%" PRIu64
-                  " attempt=%u error=%s", j->job_id, j->attempt, log_q(err));
+        log_event(LOG_ERROR, "agent", "cannot end an abandoned job",
+                  "job_id=%" PRIu64 " attempt=%u error=%s", j->job_id, j->attempt, log_q(err));
         return;
     }
     report_found(a, j);
@@ -144,9 +144,9 @@ static void on_sigchld(evutil_socket_t sig, short what, void *arg)
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 char how[96];
                 describe_wait_status(status, how, sizeof(how));
-                log_event(LOG_WARN, "agent", "job monitor failed", "job_id=%" PRIu64
-                          " attempt=%u pid=%ld status=%s", j->job_id, j->attempt, (long)pid,
-                          log_q(how));
+                log_event(LOG_WARN, "agent", "job monitor failed",
+                          "job_id=%" PRIu64 " attempt=%u pid=%ld status=%s", j->job_id, j->attempt,
+                          (long)pid, log_q(how));
             }
             check_job(a, j);
             break;
@@ -174,16 +174,15 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         log_event(LOG_INFO, "agent", "no leader pinged; registered again", "silent_s=%u",
                   3 * a->cfg.agent.heartbeat_s);
     else
-        log_event(LOG_WARN, "agent", "no leader pinged; registering again failed",
-                  "error=%s", log_q(err));
+        log_event(LOG_WARN, "agent", "no leader pinged; registering again failed", "error=%s",
+                  log_q(err));
 }
 
 static void on_stop(evutil_socket_t sig, short what, void *arg)
 {
     struct agent *a = arg;
     (void)what;
-    log_event(LOG_INFO, "agent", "stopping; jobs keep running", "signal=%s",
-              signal_name((int)sig));
+    log_event(LOG_INFO, "agent", "stopping; jobs keep running", "signal=%s", signal_name((int)sig));
     event_base_loopbreak(a->base);
 }
 
@@ -436,18 +435,23 @@ int main(int argc, char **argv)
     if (a.srv == NULL)
         return fail(&a, EXIT_OSERR, "cannot listen; exiting 71", why);
 
-    a.reg = register_new(getenv("SPUR_CONTROLLER"), (const char *const *)a.cfg.controller.hosts,
-                         a.cfg.controller.nhosts, a.cfg.cluster_name, sc.max_frame, why,
-                         sizeof(why));
+    a.reg =
+        register_new(getenv("SPUR_CONTROLLER"), (const char *const *)a.cfg.controller.hosts,
+                     a.cfg.controller.nhosts, a.cfg.cluster_name, sc.max_frame, why, sizeof(why));
     if (a.reg == NULL)
         return fail(&a, EXIT_CONFIG, "cannot register; exiting 78", why);
-    a.rn = (struct register_node){.name = a.node.node_name, .address = a.node.address,
-                                  .cpus = a.node.cpus, .mem_mb = a.node.mem_mb};
-    log_event(LOG_INFO, "agent", "starting", "node=%s address=%s listen=%s cpus=%u mem_mb=%"
-              PRIu64 " spool=%s attempts=%zu term=%" PRIu64 " cgroups=%s", log_q(a.node.node_name),
-              log_q(a.node.address), log_q(a.cfg.agent.listen), a.node.cpus, a.node.mem_mb,
-              log_q(a.cfg.agent.spool_dir), a.spool.njobs, a.spool.term,
-              a.cg && a.cg->v2 ? "v2" : a.cg && a.cg->v1_memory ? "v1-memory" : "none");
+    a.rn = (struct register_node){.name = a.node.node_name,
+                                  .address = a.node.address,
+                                  .cpus = a.node.cpus,
+                                  .mem_mb = a.node.mem_mb};
+    log_event(LOG_INFO, "agent", "starting",
+              "node=%s address=%s listen=%s cpus=%u mem_mb=%" PRIu64
+              " spool=%s attempts=%zu term=%" PRIu64 " cgroups=%s",
+              log_q(a.node.node_name), log_q(a.node.address), log_q(a.cfg.agent.listen),
+              a.node.cpus, a.node.mem_mb, log_q(a.cfg.agent.spool_dir), a.spool.njobs, a.spool.term,
+              a.cg && a.cg->v2          ? "v2"
+              : a.cg && a.cg->v1_memory ? "v1-memory"
+                                        : "none");
     if (register_until(a.reg, &a.rn, &stop_requested) != 0) {
         log_event(LOG_INFO, "agent", "stopped before registering; exiting 0", NULL);
         agent_free(&a);

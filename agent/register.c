@@ -108,21 +108,23 @@ uint32_t register_backoff_ms(unsigned failures)
     return d > 30000 ? 30000 : d;
 }
 
-int register_until(struct registrar *r, const struct register_node *n,
-                   volatile sig_atomic_t *stop)
+int register_until(struct registrar *r, const struct register_node *n, volatile sig_atomic_t *stop)
 {
     for (unsigned failures = 1; !*stop; failures++) {
         char err[512];
         if (register_once(r, n, REGISTER_TIMEOUT_MS, err, sizeof(err)) == 0) {
-            log_event(LOG_INFO, "agent", "registered", "node=%s address=%s cpus=%u mem_mb=%" PRIu64
-                      " controller=%s", log_q(n->name), log_q(n->address), n->cpus, n->mem_mb,
+            log_event(LOG_INFO, "agent", "registered",
+                      "node=%s address=%s cpus=%u mem_mb=%" PRIu64 " controller=%s", log_q(n->name),
+                      log_q(n->address), n->cpus, n->mem_mb,
                       log_q(spurclient_current_host(r->client)));
             return 0;
         }
         uint32_t delay = register_backoff_ms(failures);
         delay = delay / 2 + (uint32_t)(jitter_rand(&r->jitter) % (delay / 2 + 1));
-        log_event(LOG_WARN, "agent", "registration failed; retrying", "attempt=%u retry_ms=%u "
-                  "error=%s", failures, delay, log_q(err));
+        log_event(LOG_WARN, "agent", "registration failed; retrying",
+                  "attempt=%u retry_ms=%u "
+                  "error=%s",
+                  failures, delay, log_q(err));
         for (uint32_t waited = 0; waited < delay && !*stop; waited += 100) {
             struct timespec ts = {0, 100 * 1000000L};
             nanosleep(&ts, NULL);

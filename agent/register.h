@@ -52,7 +52,6 @@ int register_once(struct registrar *r, const struct register_node *n, uint32_t t
 uint32_t register_backoff_ms(unsigned failures);
 
 /* Register, retrying, until OK (returns 0) or *stop (returns -1). */
-int register_until(struct registrar *r, const struct register_node *n,
-                   volatile sig_atomic_t *stop);
+int register_until(struct registrar *r, const struct register_node *n, volatile sig_atomic_t *stop);
 
 #endif

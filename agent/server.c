@@ -28,8 +28,8 @@
 #include <string.h>
 
 #define SPUR_AGENT_PROTOCOL 1
-#define SERVER_OUT_MAX (64u << 20) /* a leader this far behind in reading is dropped */
-#define SERVER_MAX_CONNS 64        /* leaders, old and new; the oldest goes first */
+#define SERVER_OUT_MAX      (64u << 20) /* a leader this far behind in reading is dropped */
+#define SERVER_MAX_CONNS    64          /* leaders, old and new; the oldest goes first */
 
 /* Ownership: the bufferevent (and the socket it closes) while open. */
 struct conn {
@@ -117,13 +117,12 @@ static void on_ping(struct conn *c, uint64_t id, const Spur__Agent__Ping *p)
     struct spool *sp = s->c.spool;
     char err[512];
     if (p->term > sp->term && spool_set_term(sp, p->term, err, sizeof(err)) != 0)
-        log_event(LOG_ERROR, "agent", "cannot record the leader's term", "term=%" PRIu64
-                  " error=%s", p->term, log_q(err));
+        log_event(LOG_ERROR, "agent", "cannot record the leader's term",
+                  "term=%" PRIu64 " error=%s", p->term, log_q(err));
     if (!c->pinged || c->term != p->term)
-        log_event(LOG_INFO, "agent", "leader pinged", "peer=%s leader_id=%u term=%" PRIu64,
-                  c->peer, p->leader_id, p->term);
-    if (p->node_name && p->node_name[0] && strcmp(p->node_name, s->c.node_name) != 0 &&
-        !c->pinged)
+        log_event(LOG_INFO, "agent", "leader pinged", "peer=%s leader_id=%u term=%" PRIu64, c->peer,
+                  p->leader_id, p->term);
+    if (p->node_name && p->node_name[0] && strcmp(p->node_name, s->c.node_name) != 0 && !c->pinged)
         log_event(LOG_WARN, "agent", "the leader takes this agent for another node",
                   "peer=%s its_name=%s node=%s", c->peer, log_q(p->node_name),
                   log_q(s->c.node_name));
@@ -158,8 +157,7 @@ static void on_ping(struct conn *c, uint64_t id, const Spur__Agent__Ping *p)
         pong.running = rp;
     } else {
         /* A Pong without running[] would read as "every job lost": send none at all. */
-        log_event(LOG_ERROR, "agent", "out of memory building a Pong; closing", "peer=%s",
-                  c->peer);
+        log_event(LOG_ERROR, "agent", "out of memory building a Pong; closing", "peer=%s", c->peer);
         free(rj);
         free(rp);
         c->closing = true;
@@ -189,8 +187,10 @@ static void launch_refuse(struct conn *c, uint64_t id, const Spur__Agent__Launch
     Spur__Agent__LaunchReply r = SPUR__AGENT__LAUNCH_REPLY__INIT;
     r.error = (char *)why;
     r.node_fault = node_fault;
-    log_event(LOG_WARN, "agent", "launch refused", "job_id=%" PRIu64 " attempt=%u peer=%s "
-              "node_fault=%d error=%s", l->job_id, l->attempt, c->peer, node_fault, log_q(why));
+    log_event(LOG_WARN, "agent", "launch refused",
+              "job_id=%" PRIu64 " attempt=%u peer=%s "
+              "node_fault=%d error=%s",
+              l->job_id, l->attempt, c->peer, node_fault, log_q(why));
     launch_reply(c, id, &r);
 }
 
@@ -200,13 +200,16 @@ static void on_launch(struct conn *c, uint64_t id, const Spur__Agent__Launch *l)
     struct spool *sp = s->c.spool;
     char why[600];
     if (l->job_id == 0 || l->attempt == 0 || l->spec == NULL || l->node_index >= l->n_node_list) {
-        launch_refuse(c, id, l, false, "malformed launch: job id, attempt, spec and this "
+        launch_refuse(c, id, l, false,
+                      "malformed launch: job id, attempt, spec and this "
                       "node's place in node_list are required");
         return;
     }
     if (c->term < sp->term) {
-        snprintf(why, sizeof(why), "stale leader: this connection's term %" PRIu64
-                 " is below the highest term seen, %" PRIu64, c->term, sp->term);
+        snprintf(why, sizeof(why),
+                 "stale leader: this connection's term %" PRIu64
+                 " is below the highest term seen, %" PRIu64,
+                 c->term, sp->term);
         launch_refuse(c, id, l, false, why);
         return;
     }
@@ -218,8 +221,10 @@ static void on_launch(struct conn *c, uint64_t id, const Spur__Agent__Launch *l)
     }
     switch (spool_launch_check(sp, l->job_id, l->attempt)) {
     case SPOOL_LAUNCH_FINISHED:
-        snprintf(why, sizeof(why), "attempt %u of job %" PRIu64 " has ended here or was "
-                 "superseded by a later attempt", l->attempt, l->job_id);
+        snprintf(why, sizeof(why),
+                 "attempt %u of job %" PRIu64 " has ended here or was "
+                 "superseded by a later attempt",
+                 l->attempt, l->job_id);
         launch_refuse(c, id, l, false, why);
         return;
     case SPOOL_LAUNCH_PRESENT: {
@@ -254,8 +259,10 @@ static void on_launch(struct conn *c, uint64_t id, const Spur__Agent__Launch *l)
         return;
     }
     j->pid = pid;
-    log_event(LOG_INFO, "agent", "job started", "job_id=%" PRIu64 " attempt=%u monitor_pid=%ld "
-              "user=%s", l->job_id, l->attempt, (long)pid, log_q(l->spec->user));
+    log_event(LOG_INFO, "agent", "job started",
+              "job_id=%" PRIu64 " attempt=%u monitor_pid=%ld "
+              "user=%s",
+              l->job_id, l->attempt, (long)pid, log_q(l->spec->user));
     Spur__Agent__LaunchReply r = SPUR__AGENT__LAUNCH_REPLY__INIT;
     r.ok = true;
     r.start_time_ms = j->start_time_ms;
@@ -290,7 +297,10 @@ static void on_signal(struct conn *c, uint64_t id, const Spur__Agent__Signal *sg
             r.error = err;
         log_event(LOG_INFO, "agent", sg->terminate ? "job terminated" : "job signalled",
                   "job_id=%" PRIu64 " attempt=%u signal=%s result=%s", j->job_id, j->attempt,
-                  signal_name(sg->signal), rc == 0 ? "sent" : rc == 1 ? "monitor_gone" : "error");
+                  signal_name(sg->signal),
+                  rc == 0   ? "sent"
+                  : rc == 1 ? "monitor_gone"
+                            : "error");
     }
     Spur__Agent__Msg m = SPUR__AGENT__MSG__INIT;
     m.id = id;
@@ -308,14 +318,14 @@ static void on_ended_ack(struct conn *c, const Spur__Agent__EndedAck *a)
     if (j == NULL)
         return; /* acknowledged before: nothing left to do */
     if (j->ended == NULL) {
-        log_event(LOG_WARN, "agent", "ack of a report not sent; ignored", "job_id=%" PRIu64
-                  " attempt=%u peer=%s", a->job_id, a->attempt, c->peer);
+        log_event(LOG_WARN, "agent", "ack of a report not sent; ignored",
+                  "job_id=%" PRIu64 " attempt=%u peer=%s", a->job_id, a->attempt, c->peer);
         return;
     }
     char err[512];
     if (spool_remove(sp, j, err, sizeof(err)) != 0)
-        log_event(LOG_ERROR, "agent", "cannot forget an acknowledged report", "job_id=%" PRIu64
-                  " attempt=%u error=%s", a->job_id, a->attempt, log_q(err));
+        log_event(LOG_ERROR, "agent", "cannot forget an acknowledged report",
+                  "job_id=%" PRIu64 " attempt=%u error=%s", a->job_id, a->attempt, log_q(err));
     else
         log_event(LOG_DEBUG, "agent", "report acknowledged", "job_id=%" PRIu64 " attempt=%u",
                   a->job_id, a->attempt);
@@ -335,9 +345,10 @@ static void handle_frame(struct conn *c, const uint8_t *body, size_t len)
                  m->protocol_version, SPUR_AGENT_PROTOCOL);
         send_error(c, m->id, why);
     } else if (m->cluster_name == NULL || strcmp(m->cluster_name, s->c.cluster_name) != 0) {
-        snprintf(why, sizeof(why), "message of cluster \"%.100s\", this agent belongs to "
-                 "cluster \"%.100s\"", m->cluster_name ? m->cluster_name : "",
-                 s->c.cluster_name);
+        snprintf(why, sizeof(why),
+                 "message of cluster \"%.100s\", this agent belongs to "
+                 "cluster \"%.100s\"",
+                 m->cluster_name ? m->cluster_name : "", s->c.cluster_name);
         send_error(c, m->id, why);
     } else {
         switch (m->body_case) {
@@ -354,8 +365,10 @@ static void handle_frame(struct conn *c, const uint8_t *body, size_t len)
             on_ended_ack(c, m->ended_ack);
             break;
         default:
-            snprintf(why, sizeof(why), "message of type %d is not one an agent takes "
-                     "(Ping, Launch, Signal, EndedAck)", (int)m->body_case);
+            snprintf(why, sizeof(why),
+                     "message of type %d is not one an agent takes "
+                     "(Ping, Launch, Signal, EndedAck)",
+                     (int)m->body_case);
             send_error(c, m->id, why);
             break;
         }

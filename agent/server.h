@@ -40,12 +40,12 @@ struct event_base;
 struct monitor_conf;
 
 struct server_conf {
-    const char *listen;       /* HOST:PORT, an IP literal host */
+    const char *listen; /* HOST:PORT, an IP literal host */
     const char *cluster_name;
     const char *node_name;
     uint32_t cpus;
     uint64_t mem_mb;
-    uint32_t max_frame;       /* controller.max_frame_bytes */
+    uint32_t max_frame; /* controller.max_frame_bytes */
     struct spool *spool;
     const struct monitor_conf *mon;
 };

@@ -279,8 +279,8 @@ static int compact_tombs(struct spool *sp)
     }
     struct spool_tomb fresh = {0};
     for (size_t i = first; i < n; i++) {
-        outlen += (size_t)snprintf(out + outlen, outcap - outlen, "%" PRIu64 ".%u\n",
-                                   all[i].job_id, all[i].attempt);
+        outlen += (size_t)snprintf(out + outlen, outcap - outlen, "%" PRIu64 ".%u\n", all[i].job_id,
+                                   all[i].attempt);
         if (tomb_put(&fresh, all[i].job_id, all[i].attempt) != 0) {
             free(fresh.slots);
             free(all);
@@ -500,8 +500,7 @@ int spool_open(struct spool *sp, const char *path, char *err, size_t errlen)
             return -1;
         }
     } else {
-        sp->tombfd =
-            openat(sp->dirfd, "tombstones", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        sp->tombfd = openat(sp->dirfd, "tombstones", O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (sp->tombfd < 0) {
             set_err(err, errlen, path, "cannot open tombstones");
             spool_close(sp);
@@ -553,8 +552,7 @@ uint32_t spool_tomb_attempt(const struct spool *sp, uint64_t job_id)
     return s ? s->attempt : 0;
 }
 
-int spool_tombstone(struct spool *sp, uint64_t job_id, uint32_t attempt, char *err,
-                    size_t errlen)
+int spool_tombstone(struct spool *sp, uint64_t job_id, uint32_t attempt, char *err, size_t errlen)
 {
     if (spool_tomb_attempt(sp, job_id) >= attempt)
         return 0;
@@ -604,8 +602,8 @@ enum spool_launch_verdict spool_launch_check(const struct spool *sp, uint64_t jo
                                                                      : SPOOL_LAUNCH_NEW;
 }
 
-int spool_create(struct spool *sp, const Spur__Agent__Launch *l, struct spool_job **out,
-                 char *err, size_t errlen)
+int spool_create(struct spool *sp, const Spur__Agent__Launch *l, struct spool_job **out, char *err,
+                 size_t errlen)
 {
     char name[48];
     snprintf(name, sizeof(name), "%" PRIu64 ".%u", l->job_id, l->attempt);

@@ -55,31 +55,31 @@
 struct spool_job {
     uint64_t job_id;
     uint32_t attempt;
-    int dirfd;                    /* jobs/JOB_ID.ATTEMPT, O_DIRECTORY, owned */
-    Spur__Agent__Launch *launch;  /* owned; NULL when the record does not decode */
-    uint64_t start_time_ms;       /* the launch record's modification time */
-    pid_t pid;                    /* our child monitor; 0: not ours (found at start) or reaped */
-    uint8_t *ended;               /* owned packed Ended report, NULL until it ended */
+    int dirfd;                   /* jobs/JOB_ID.ATTEMPT, O_DIRECTORY, owned */
+    Spur__Agent__Launch *launch; /* owned; NULL when the record does not decode */
+    uint64_t start_time_ms;      /* the launch record's modification time */
+    pid_t pid;                   /* our child monitor; 0: not ours (found at start) or reaped */
+    uint8_t *ended;              /* owned packed Ended report, NULL until it ended */
     size_t ended_len;
-    bool ended_bad;               /* the ended file is there but does not decode (reported) */
-    bool abandon_failed;          /* main: monitor_abandoned() failed once (logged once) */
+    bool ended_bad;      /* the ended file is there but does not decode (reported) */
+    bool abandon_failed; /* main: monitor_abandoned() failed once (logged once) */
     struct spool_job *next;
 };
 
 struct spool_tomb; /* the tombstone table, private to spool.c */
 
 struct spool {
-    char *path;                   /* owned */
-    int dirfd;                    /* the spool, O_DIRECTORY */
-    int jobsfd;                   /* jobs/ */
-    int tombfd;                   /* tombstones, O_APPEND */
-    uint64_t term;                /* highest leader term seen */
-    struct spool_tomb *tombs;     /* owned */
-    size_t tomb_lines;            /* lines in the tombstones file */
-    size_t tomb_keep;             /* SPOOL_TOMB_KEEP after spool_open(); tests lower it */
-    struct spool_job *jobs;       /* owned list, newest first */
+    char *path;               /* owned */
+    int dirfd;                /* the spool, O_DIRECTORY */
+    int jobsfd;               /* jobs/ */
+    int tombfd;               /* tombstones, O_APPEND */
+    uint64_t term;            /* highest leader term seen */
+    struct spool_tomb *tombs; /* owned */
+    size_t tomb_lines;        /* lines in the tombstones file */
+    size_t tomb_keep;         /* SPOOL_TOMB_KEEP after spool_open(); tests lower it */
+    struct spool_job *jobs;   /* owned list, newest first */
     size_t njobs;
-    unsigned skipped;             /* torn or garbage items found and left alone */
+    unsigned skipped; /* torn or garbage items found and left alone */
 };
 
 /*
@@ -99,8 +99,7 @@ int spool_set_term(struct spool *sp, uint64_t term, char *err, size_t errlen);
 /* The highest attempt of job_id tombstoned, or 0. */
 uint32_t spool_tomb_attempt(const struct spool *sp, uint64_t job_id);
 /* Tombstone (job_id, attempt) durably. Returns 0 or -1 with err. */
-int spool_tombstone(struct spool *sp, uint64_t job_id, uint32_t attempt, char *err,
-                    size_t errlen);
+int spool_tombstone(struct spool *sp, uint64_t job_id, uint32_t attempt, char *err, size_t errlen);
 
 /* The attempt's record, or (attempt 0) the job's highest one present; NULL: none. */
 struct spool_job *spool_find(const struct spool *sp, uint64_t job_id, uint32_t attempt);
@@ -118,8 +117,8 @@ enum spool_launch_verdict spool_launch_check(const struct spool *sp, uint64_t jo
  * Create the attempt's directory and its launch record (durably) and add it to the list.
  * Returns 0 with *out, or -1 with err (nothing left behind).
  */
-int spool_create(struct spool *sp, const Spur__Agent__Launch *l, struct spool_job **out,
-                 char *err, size_t errlen);
+int spool_create(struct spool *sp, const Spur__Agent__Launch *l, struct spool_job **out, char *err,
+                 size_t errlen);
 
 /*
  * Read the attempt's ended file when it has not been read yet. Returns 1 (j->ended set,
