@@ -202,27 +202,6 @@ static int write_file_at(int dirfd, const char *name, const void *data, size_t l
     return fsync(dirfd);
 }
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0')
-            continue;
-        char c = buf[i];
-        buf[i] = '\0';
-        if (mkdir(buf, mode) != 0 && errno != EEXIST)
-            return -1;
-        buf[i] = c;
-    }
-    return 0;
-}
-
 static void skip(struct spool *sp, const char *what, const char *name, const char *why)
 {
     sp->skipped++;
@@ -466,7 +445,7 @@ int spool_open(struct spool *sp, const char *path, char *err, size_t errlen)
         spool_close(sp);
         return -1;
     }
-    if (mkdir_p(path, 0700) != 0) {
+    if (mkdir_parents(path, 0700) != 0) {
         set_err(err, errlen, path, "cannot create");
         spool_close(sp);
         return -1;
