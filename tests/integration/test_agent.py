@@ -241,17 +241,22 @@ def test_terminate_ends_the_job_with_a_signal(agent, test_user):
     assert not r["ok"] and "ended here" in r["error"], r
 
 
-def test_job_outlives_kill_9_of_spurd_and_reports_to_the_next(agent, test_user):
-    _, work = test_user
-    pidfile = work / "job18.pid"
-    script = f"#!/bin/sh\necho $$ > {pidfile}\nsleep 3\nexit 5\n"
+def run_then_kill_spurd(agent, test_user, job_id, rest_of_script):
+    """Launch a job that writes its pid first, wait for the pid, kill -9 spurd; returns
+    the job's pid."""
+    pidfile = test_user[1] / f"job{job_id}.pid"
     conn = agent.leader()
-    assert run_job(conn, agent, test_user, 18, script)["ok"]
+    assert run_job(conn, agent, test_user, job_id,
+                   f"#!/bin/sh\necho $$ > {pidfile}\n{rest_of_script}")["ok"]
     wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, what="job pid")
-    job_pid = int(pidfile.read_text())
     agent.proc.kill()
     agent.proc.wait(10)
     conn.close()
+    return int(pidfile.read_text())
+
+
+def test_job_outlives_kill_9_of_spurd_and_reports_to_the_next(agent, test_user):
+    job_pid = run_then_kill_spurd(agent, test_user, 18, "sleep 3\nexit 5\n")
     os.kill(job_pid, 0)  # still running without spurd
     agent.start()
     conn = agent.leader(term=2)
@@ -263,16 +268,9 @@ def test_job_outlives_kill_9_of_spurd_and_reports_to_the_next(agent, test_user):
 
 
 def test_monitor_killed_while_spurd_was_down_is_reported_killed(agent, test_user):
-    _, work = test_user
-    pidfile = work / "job19.pid"
-    conn = agent.leader()
-    assert run_job(conn, agent, test_user, 19, f"#!/bin/sh\necho $$ > {pidfile}\nsleep 60\n")["ok"]
-    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 10, what="job pid")
-    job_pid = int(pidfile.read_text())
-    monitor_pid = int((agent.spool / "jobs" / "19.1" / "monitor").read_text().split()[0])
-    agent.proc.kill()
-    agent.proc.wait(10)
-    conn.close()
+    monitor = agent.spool / "jobs" / "19.1" / "monitor"
+    job_pid = run_then_kill_spurd(agent, test_user, 19, "sleep 60\n")
+    monitor_pid = int(monitor.read_text().split()[0])
     os.kill(monitor_pid, signal.SIGKILL)
     agent.start()
     conn = agent.leader(term=2)
