@@ -16,12 +16,10 @@
 
 #include "spur_build.h"
 
-#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -424,7 +422,6 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       void *arg)
 {
     struct server *s = arg;
-    (void)sl;
     if (s->nconns >= SERVER_MAX_CONNS) {
         struct conn *old = s->head;
         while (old->next)
@@ -439,10 +436,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     c->srv = s;
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer, sizeof(c->peer));
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr, c->peer, sizeof(c->peer));
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    memcpy(&ss, sa, (size_t)sl < sizeof(ss) ? (size_t)sl : sizeof(ss));
+    netaddr_format(&ss, c->peer, sizeof(c->peer));
     c->bev = listener_wrap(l, fd, true);
     if (c->bev == NULL) {
         free(c);
