@@ -28,6 +28,7 @@
 #define SPUR_AGENT_PROTOCOL 1
 #define SERVER_OUT_MAX      (64u << 20) /* a leader this far behind in reading is dropped */
 #define SERVER_MAX_CONNS    64          /* leaders, old and new; the oldest goes first */
+#define SERVER_FINISH_S     10          /* a closing connection's output must go in this */
 
 /* Ownership: the bufferevent (and the socket it closes) while open. */
 struct conn {
@@ -62,21 +63,37 @@ static void conn_close(struct conn *c)
     free(c);
 }
 
+/*
+ * No more reading or sending on c: it closes once its output is flushed, or when the peer
+ * has not taken it within SERVER_FINISH_S (a peer that stopped reading).
+ */
+static void conn_finish(struct conn *c)
+{
+    struct timeval tv = {SERVER_FINISH_S, 0};
+    c->closing = true;
+    bufferevent_disable(c->bev, EV_READ);
+    bufferevent_set_timeouts(c->bev, NULL, &tv);
+}
+
 static void send_msg(struct conn *c, Spur__Agent__Msg *m)
 {
+    if (c->closing)
+        return;
     m->protocol_version = SPUR_AGENT_PROTOCOL;
     m->cluster_name = (char *)c->srv->c.cluster_name;
     struct evbuffer *out = bufferevent_get_output(c->bev);
     if (frame_ev_add_message(out, &m->base) != 0) {
         log_event(LOG_ERROR, "agent", "out of memory packing a message; closing the connection",
                   "peer=%s", c->peer);
-        c->closing = true;
+        conn_finish(c);
         return;
     }
-    if (evbuffer_get_length(out) > SERVER_OUT_MAX && !c->closing) {
-        log_event(LOG_WARN, "agent", "leader does not read its answers; closing the connection",
+    if (evbuffer_get_length(out) > SERVER_OUT_MAX) {
+        /* Reports are sent again on the next connection: nothing is lost by dropping. */
+        log_event(LOG_WARN, "agent", "leader does not read its answers; dropping the connection",
                   "peer=%s queued=%zu", c->peer, evbuffer_get_length(out));
-        c->closing = true;
+        evbuffer_drain(out, evbuffer_get_length(out));
+        conn_finish(c);
     }
 }
 
@@ -92,8 +109,7 @@ static void send_error(struct conn *c, uint64_t id, const char *why)
     log_event(LOG_WARN, "agent", "refused a frame; closing the connection", "peer=%s error=%s",
               c->peer, log_q(why));
     send_msg(c, &m);
-    c->closing = true;
-    bufferevent_disable(c->bev, EV_READ);
+    conn_finish(c);
 }
 
 /* One report, as the spool holds it, pushed as Msg{id 0, ended}. */
@@ -158,7 +174,7 @@ static void on_ping(struct conn *c, uint64_t id, const Spur__Agent__Ping *p)
         log_event(LOG_ERROR, "agent", "out of memory building a Pong; closing", "peer=%s", c->peer);
         free(rj);
         free(rp);
-        c->closing = true;
+        conn_finish(c);
         return;
     }
     Spur__Agent__Msg m = SPUR__AGENT__MSG__INIT;
@@ -391,8 +407,8 @@ static void on_read(struct bufferevent *bev, void *arg)
             send_error(c, 0, why);
             break;
         }
-        if (st != FRAME_READY) {
-            c->closing = true;
+        if (st != FRAME_READY) { /* out of memory */
+            conn_finish(c);
             break;
         }
         handle_frame(c, body, len);
@@ -494,6 +510,8 @@ void server_push_ended(struct server *s, const struct spool_job *j)
         if (!c->pinged || c->closing)
             continue;
         send_ended(c, j);
+        if (c->closing && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+            conn_close(c);
     }
 }
 
