@@ -314,6 +314,39 @@ def test_bad_frames_get_an_error_and_a_close_and_spurd_serves_on(agent):
     assert agent.proc.poll() is None
 
 
+def test_random_frames_never_crash_spurd(agent):
+    """300 frames of random bytes or random bodies in well-formed envelopes (a fixed seed,
+    so a failure repeats), each on a fresh connection, some after a Ping: spurd answers
+    or refuses each and is still serving after all of them."""
+    import random
+
+    rnd = random.Random(12)
+
+    def junk(n):
+        return bytes(rnd.getrandbits(8) for _ in range(n))
+
+    for i in range(300):
+        with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
+            if rnd.random() < 0.5:
+                s.sendall(ap.frame(ap.msg(ap.PING, ap.ping(rnd.randint(0, 3)))))
+            kind = rnd.choice([ap.PING, ap.LAUNCH, ap.SIGNAL, ap.ENDED_ACK, ap.PONG, 99])
+            body = junk(rnd.randint(0, 60))
+            if rnd.random() < 0.3:
+                body = ap.launch(rnd.randint(0, 5), rnd.randint(0, 3), junk(rnd.randint(0, 30)),
+                                 ["n1"] if rnd.random() < 0.5 else [],
+                                 node_index=rnd.randint(0, 2))
+            m = ap.msg(kind, body) if rnd.random() < 0.8 else junk(rnd.randint(0, 80))
+            s.sendall(ap.frame(m))
+            s.settimeout(0.3)  # an EndedAck gets no answer
+            try:
+                s.recv(65536)
+            except OSError:
+                pass
+        assert agent.proc.poll() is None, f"spurd died on frame {i}:\n{agent.log()[-2000:]}"
+    conn = agent.leader(term=9)
+    assert conn.pong["node_name"] == "n1"
+
+
 def test_exit_codes_and_check_config(tmp_path, controller):
     a = Agent(tmp_path, controller.port)
     r = subprocess.run([str(SPURD), "-f", str(a.cfg), "--check-config", "-N", "other"],
