@@ -229,6 +229,7 @@ static int parse_u32(const char *opt, const char *v, uint32_t max, uint32_t *out
     return 0;
 }
 
+/* The command line's overrides of the agent: keys; the strings point into argv. */
 struct overrides {
     const char *node_name, *listen, *address, *spool;
     bool cpus_set, mem_set;
