@@ -351,6 +351,16 @@ void cgroup_free(struct cgroup_ctx *c)
     free(c);
 }
 
+void cgroup_remove_node(const struct cgroup_ctx *c)
+{
+    if (c->v2_node[0] && rmdir(c->v2_node) != 0 && errno != EBUSY && errno != ENOENT)
+        log_event(LOG_WARN, "cgroup", "cannot remove the node's cgroup", "dir=%s err=%s",
+                  log_q(c->v2_node), log_q(strerror(errno)));
+    if (c->v1_node[0] && rmdir(c->v1_node) != 0 && errno != EBUSY && errno != ENOENT)
+        log_event(LOG_WARN, "cgroup", "cannot remove the node's cgroup", "dir=%s err=%s",
+                  log_q(c->v1_node), log_q(strerror(errno)));
+}
+
 /* The smallest limit file gives from dir up to mnt; parse returns CG_NO_LIMIT for none. */
 static uint64_t min_up(const char *mnt, const char *dir, const char *file,
                        uint64_t (*parse)(const char *))

@@ -69,6 +69,9 @@ struct cgroup_ctx {
 int cgroup_init(const char *mode, const char *node_name, struct cgroup_ctx **out, char *err,
                 size_t errlen);
 void cgroup_free(struct cgroup_ctx *c);
+/* Remove the node's job parents (OWN/spur-<node>, MEMV1/spur-<node>) when they are empty:
+ * on a clean stop with no job left. A directory still holding jobs stays. */
+void cgroup_remove_node(const struct cgroup_ctx *c);
 
 /*
  * The limits of spurd's own cgroup: *cpus from cpu.max (quota / period, rounded up) and

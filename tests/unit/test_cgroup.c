@@ -203,19 +203,6 @@ START_TEST(test_detect_cpus_mem)
 }
 END_TEST
 
-static void remove_node_cgroups(void)
-{
-    struct cgroup_ctx *c;
-    char err[256];
-    if (cgroup_init("auto", node, &c, err, sizeof(err)) != 0)
-        return;
-    if (c->v2_node[0])
-        rmdir(c->v2_node);
-    if (c->v1_node[0])
-        rmdir(c->v1_node);
-    cgroup_free(c);
-}
-
 int main(void)
 {
     snprintf(node, sizeof(node), "ct%ld", (long)getpid());
@@ -225,7 +212,11 @@ int main(void)
         test_v2_required, test_detect_cpus_mem,     NULL};
     check_case(s, "cgroup", tests);
     int rc = check_run(s);
-    if (geteuid() == 0)
-        remove_node_cgroups();
+    struct cgroup_ctx *c; /* the node's directories the tests made, now empty */
+    char err[256];
+    if (geteuid() == 0 && cgroup_init("auto", node, &c, err, sizeof(err)) == 0) {
+        cgroup_remove_node(c);
+        cgroup_free(c);
+    }
     return rc;
 }

@@ -115,17 +115,9 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Wait for the monitor to write ended and exit 0; returns the report (caller frees). */
-static Spur__Agent__Ended *tjob_wait(struct tjob *t)
+/* The attempt's ended report, unpacked (caller frees), checked against the job. */
+static Spur__Agent__Ended *read_ended(struct tjob *t)
 {
-    uint64_t deadline = mono_ms() + WAIT_ENDED_MS;
-    while (faccessat(t->jobfd, "ended", F_OK, 0) != 0 && mono_ms() < deadline)
-        sleep_ms(20);
-    ck_assert_msg(faccessat(t->jobfd, "ended", F_OK, 0) == 0, "no ended report in time");
-    int st;
-    ck_assert_int_eq(waitpid(t->mon, &st, 0), t->mon);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "monitor status %d", st);
-    ck_assert(!monitor_alive(t->jobfd));
     int fd = openat(t->jobfd, "ended", O_RDONLY);
     ck_assert_int_ge(fd, 0);
     uint8_t buf[512];
@@ -137,9 +129,23 @@ static Spur__Agent__Ended *tjob_wait(struct tjob *t)
     ck_assert_uint_eq(e->job_id, t->l.job_id);
     ck_assert_uint_eq(e->attempt, 1);
     ck_assert_str_eq(e->node, node);
-    ck_assert_uint_ge(e->end_time_ms, e->start_time_ms);
     ck_assert_uint_gt(e->start_time_ms, 0);
+    ck_assert_uint_ge(e->end_time_ms, e->start_time_ms);
     return e;
+}
+
+/* Wait for the monitor to write ended and exit 0; returns the report (caller frees). */
+static Spur__Agent__Ended *tjob_wait(struct tjob *t)
+{
+    uint64_t deadline = mono_ms() + WAIT_ENDED_MS;
+    while (faccessat(t->jobfd, "ended", F_OK, 0) != 0 && mono_ms() < deadline)
+        sleep_ms(20);
+    ck_assert_msg(faccessat(t->jobfd, "ended", F_OK, 0) == 0, "no ended report in time");
+    int st;
+    ck_assert_int_eq(waitpid(t->mon, &st, 0), t->mon);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "monitor status %d", st);
+    ck_assert(!monitor_alive(t->jobfd));
+    return read_ended(t);
 }
 
 static void tjob_done(struct tjob *t, Spur__Agent__Ended *e)
@@ -395,17 +401,8 @@ START_TEST(test_abandoned_after_kill9)
     for (int i = 0; i < 250 && pid_alive(bg); i++)
         sleep_ms(20);
     ck_assert_msg(!pid_alive(bg), "the job's sleep %ld survived", (long)bg);
-    int fd = openat(t.jobfd, "ended", O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    uint8_t buf[512];
-    ssize_t n = read(fd, buf, sizeof(buf));
-    close(fd);
-    Spur__Agent__Ended *e = spur__agent__ended__unpack(NULL, (size_t)n, buf);
-    ck_assert_ptr_nonnull(e);
+    Spur__Agent__Ended *e = read_ended(&t);
     ck_assert_int_eq(e->signal, SIGKILL);
-    ck_assert_uint_eq(e->job_id, t.l.job_id);
-    ck_assert_uint_gt(e->start_time_ms, 0);
-    ck_assert_uint_ge(e->end_time_ms, e->start_time_ms);
     tjob_done(&t, e);
 }
 END_TEST
@@ -433,20 +430,6 @@ START_TEST(test_check_user)
 }
 END_TEST
 
-/* Remove the node's cgroup directories the tests made (empty once every job is gone). */
-static void remove_node_cgroups(void)
-{
-    struct cgroup_ctx *c;
-    char err[256];
-    if (cgroup_init("auto", node, &c, err, sizeof(err)) != 0)
-        return;
-    if (c->v2_node[0])
-        rmdir(c->v2_node);
-    if (c->v1_node[0])
-        rmdir(c->v1_node);
-    cgroup_free(c);
-}
-
 int main(void)
 {
     have_root = geteuid() == 0;
@@ -466,7 +449,11 @@ int main(void)
     TCase *tc = check_case(s, "monitor", tests);
     tcase_set_timeout(tc, 60);
     int rc = scratch_run(s, base, sizeof(base), "monitor");
-    if (have_root)
-        remove_node_cgroups();
+    struct cgroup_ctx *c; /* the node's directories the tests made, now empty */
+    char err[256];
+    if (have_root && cgroup_init("auto", node, &c, err, sizeof(err)) == 0) {
+        cgroup_remove_node(c);
+        cgroup_free(c);
+    }
     return rc;
 }
