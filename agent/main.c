@@ -476,6 +476,8 @@ int main(int argc, char **argv)
         log_event(LOG_INFO, "agent", "serving", "listen=%s", log_q(a.cfg.agent.listen));
         event_base_dispatch(a.base);
     }
+    if (a.cg)
+        cgroup_remove_node(a.cg); /* only the empty job parents: running jobs keep theirs */
     agent_free(&a);
     log_event(LOG_INFO, "agent", "exiting", "exit=0");
     return 0;
