@@ -26,11 +26,22 @@ from spurtest import SPURD, free_port, wait_until, write_config
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="spurd runs jobs as other users: root only")
 
 
+def run_retrying(cmd, tries=40):
+    """useradd/userdel, retried while another test on the host holds /etc/passwd's lock
+    (they fail at once then); raises with the tool's message when every try failed."""
+    for _ in range(tries):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        if r.returncode == 0:
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
+
+
 @pytest.fixture(scope="module")
 def test_user():
     """A user that exists only for these tests, and a work directory it owns."""
     name = "spurt" + uuid.uuid4().hex[:8]
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", name], check=True)
+    run_retrying(["useradd", "--no-create-home", "--shell", "/bin/sh", name])
     work = Path(tempfile.mkdtemp(prefix="spur-agent-work-", dir="/tmp"))
     pw = pwd.getpwnam(name)
     os.chown(work, pw.pw_uid, pw.pw_gid)
@@ -39,7 +50,7 @@ def test_user():
         yield pw, work
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        subprocess.run(["userdel", name], check=False)
+        run_retrying(["userdel", name])
 
 
 class Agent:
@@ -68,9 +79,13 @@ class Agent:
                                      stdout=self.logf, stderr=self.logf, env=env,
                                      start_new_session=True)
         if wait:
-            wait_until(lambda: 'msg="serving"' in self.log() or self.proc.poll() is not None,
-                       20, interval=0.05, what="spurd serving")
-            assert self.proc.poll() is None, self.log()
+            try:
+                wait_until(lambda: 'msg="serving"' in self.log() or self.proc.poll() is not None,
+                           20, interval=0.05, what="spurd serving")
+                assert self.proc.poll() is None, self.log()
+            except BaseException:
+                self.stop(signal.SIGKILL)  # a fixture that fails leaves no spurd behind
+                raise
         return self
 
     def log(self, whole=False):
@@ -88,7 +103,11 @@ class Agent:
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else None
         self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait(timeout)
         self.logf.close()
         return rc
 
