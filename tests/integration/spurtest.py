@@ -848,6 +848,16 @@ class Agent:
             os.kill(self.proc.pid, signal.SIGKILL)
         return self.proc.wait(10)
 
+    def restart(self, env=None, hard=True):
+        """kill -9 (hard) or SIGTERM spurd if it runs, then start it again on the same
+        spool and port; the jobs' monitors run on throughout."""
+        if self.alive():
+            if hard:
+                self.kill9()
+            else:
+                self.stop()
+        return self.start(env)
+
     def monitor_pids(self):
         """The live monitors of the spool's attempts."""
         return spool_monitor_pids(self.spool)

@@ -531,7 +531,7 @@ def test_a_job_outlives_kill_9_and_restart_of_its_agent(job_cluster):
     time.sleep(1)
     assert not spurtest.is_gone(pid), "the job must outlive its agent"
     assert jc.job(jid)["state"] == "RUNNING"
-    a.start()
+    a.restart()
     j = jc.wait_state(jid, "COMPLETED", timeout=40)
     assert j["node_list"] == [node] and j["exit_code"] == 0
     assert out.read_text() == "finished\n"
