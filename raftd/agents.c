@@ -87,6 +87,22 @@ static struct aconn *find(const struct agents *a, const char *node)
     return NULL;
 }
 
+/* Tell the owner how request r ended (reply, or NULL with err), and free r. */
+static void answer_and_free(struct aconn *c, struct areq *r, const Spur__Agent__Msg *reply,
+                            const char *err)
+{
+    struct agents_answer ans = {.node = c->node,
+                                .id = r->id,
+                                .kind = r->kind,
+                                .job_id = r->job_id,
+                                .attempt = r->attempt,
+                                .tag = r->tag,
+                                .reply = reply,
+                                .err = err};
+    free(r);
+    c->a->h.answer(c->a->h.arg, &ans);
+}
+
 static void drop_requests(struct aconn *c, const char *why)
 {
     struct areq *r = c->head;
@@ -94,17 +110,10 @@ static void drop_requests(struct aconn *c, const char *why)
     c->npending = 0;
     while (r) {
         struct areq *nx = r->next;
-        if (why && !c->doomed) {
-            struct agents_answer ans = {.node = c->node,
-                                        .id = r->id,
-                                        .kind = r->kind,
-                                        .job_id = r->job_id,
-                                        .attempt = r->attempt,
-                                        .tag = r->tag,
-                                        .err = why};
-            c->a->h.answer(c->a->h.arg, &ans);
-        }
-        free(r);
+        if (why && !c->doomed)
+            answer_and_free(c, r, NULL, why);
+        else
+            free(r);
         r = nx;
     }
 }
@@ -208,15 +217,7 @@ static void deliver(struct aconn *c, const Spur__Agent__Msg *m)
     if (c->tail == r)
         c->tail = prev;
     c->npending--;
-    struct agents_answer ans = {.node = c->node,
-                                .id = r->id,
-                                .kind = r->kind,
-                                .job_id = r->job_id,
-                                .attempt = r->attempt,
-                                .tag = r->tag,
-                                .reply = m};
-    free(r);
-    a->h.answer(a->h.arg, &ans);
+    answer_and_free(c, r, m, NULL);
 }
 
 static void on_read(struct bufferevent *bev, void *arg)

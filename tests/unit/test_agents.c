@@ -14,6 +14,7 @@
 #include "check_run.h"
 #include "frame.h"
 #include "resolver.h"
+#include "test_ipresolver.h"
 #include "test_loop.h"
 
 #include <check.h>
@@ -95,16 +96,7 @@ static void fixture_start(struct fixture *fx, const struct agents_options *over)
 {
     memset(fx, 0, sizeof(*fx));
     test_loop_init(&fx->l);
-    snprintf(fx->resolv, sizeof(fx->resolv), "/tmp/test_agents.XXXXXX");
-    int fd = mkstemp(fx->resolv);
-    ck_assert_int_ge(fd, 0);
-    static const char conf[] = "nameserver 127.0.0.1\n";
-    ck_assert_int_eq(write(fd, conf, sizeof(conf) - 1), (ssize_t)(sizeof(conf) - 1));
-    close(fd);
-    struct resolver_options ro = {.resolv_conf = fx->resolv, .hosts_file = "/dev/null", .seed = 1};
-    char why[256] = "";
-    fx->res = resolver_new(fx->l.base, &ro, why, sizeof(why));
-    ck_assert_msg(fx->res != NULL, "resolver_new: %s", why);
+    fx->res = test_ipresolver_new(fx->l.base, fx->resolv, sizeof(fx->resolv));
     struct agents_options o = {.max_frame = MAX_FRAME,
                                .cluster_name = "spur",
                                .backoff_min_ms = 20,
@@ -129,40 +121,47 @@ static void fixture_stop(struct fixture *fx)
     unlink(fx->resolv);
 }
 
-/* A listening socket on 127.0.0.1 at a free port, non-blocking; its address in addr. */
-static int fake_listen(char *addr, size_t addrlen)
+/* One fake agent: its listening socket, the leader's connection to it, a frame reader. */
+struct fake {
+    int lfd, cfd;
+    char addr[64];
+    struct frame_reader r;
+};
+
+static void fake_open(struct fake *f)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(listen(fd, 8), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    snprintf(addr, addrlen, "127.0.0.1:%u", ntohs(sa.sin_port));
-    return fd;
+    f->lfd = test_listen(f->addr, sizeof(f->addr));
+    f->cfd = -1;
 }
 
-static int fake_accept(struct test_loop *l, int lfd)
+/* Accept the leader's (next) connection. */
+static void fake_take(struct fixture *fx, struct fake *f)
 {
-    uint64_t deadline = test_now_ms() + 3000;
-    while (test_now_ms() < deadline) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
-        if (fd >= 0)
-            return fd;
-        ck_assert(errno == EAGAIN || errno == EWOULDBLOCK);
-        test_loop_run(l, 10);
-    }
-    ck_abort_msg("no connection to accept");
-    return -1;
+    f->cfd = test_accept(&fx->l, f->lfd);
+    frame_reader_init(&f->r, MAX_FRAME);
 }
 
-/* The next message the leader sent on fd (the caller frees it). */
-static Spur__Agent__Msg *fake_recv(struct test_loop *l, int fd, struct frame_reader *r)
+/* Close the connection (the agent goes away; its listener stays). */
+static void fake_drop(struct fake *f)
+{
+    close(f->cfd);
+    f->cfd = -1;
+    frame_reader_free(&f->r);
+}
+
+static void fake_close(struct fake *f)
+{
+    if (f->cfd >= 0)
+        fake_drop(f);
+    close(f->lfd);
+}
+
+/* The next message the leader sent to f (the caller frees it). */
+static Spur__Agent__Msg *fake_recv(struct fixture *fx, struct fake *f)
 {
     const uint8_t *p = NULL;
     size_t len = 0;
-    ck_assert_int_eq(test_recv_frame(l, fd, r, &p, &len, 3000), 1);
+    ck_assert_int_eq(test_recv_frame(&fx->l, f->cfd, &f->r, &p, &len, 3000), 1);
     Spur__Agent__Msg *m = spur__agent__msg__unpack(NULL, len, p);
     ck_assert_ptr_nonnull(m);
     return m;
@@ -204,15 +203,13 @@ START_TEST(test_connect_ping_pong)
 {
     struct fixture fx;
     fixture_start(&fx, NULL);
-    char addr[64];
-    int lfd = fake_listen(addr, sizeof(addr));
+    struct fake f;
+    fake_open(&f);
     ck_assert(!agents_is_up(fx.a, "n1"));
-    ck_assert_int_eq(agents_set(fx.a, "n1", addr), 0);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f.addr), 0);
     ck_assert(agents_known(fx.a, "n1"));
-    int cfd = fake_accept(&fx.l, lfd);
-    struct frame_reader r;
-    frame_reader_init(&r, MAX_FRAME);
-    Spur__Agent__Msg *m = fake_recv(&fx.l, cfd, &r);
+    fake_take(&fx, &f);
+    Spur__Agent__Msg *m = fake_recv(&fx, &f);
     /* The first frame is the owner's Ping, in the protocol's envelope. */
     ck_assert_uint_eq(fx.s.ups, 1);
     ck_assert_str_eq(fx.s.last_up, "n1");
@@ -223,7 +220,7 @@ START_TEST(test_connect_ping_pong)
     ck_assert_int_eq(m->body_case, SPUR__AGENT__MSG__BODY_PING);
     ck_assert_uint_eq(m->ping->term, 7);
     ck_assert_str_eq(m->ping->node_name, "n1");
-    fake_pong(cfd, m->id);
+    fake_pong(f.cfd, m->id);
     spur__agent__msg__free_unpacked(m, NULL);
     ck_assert(test_loop_until(&fx.l, &fx.s.answers, 1, 3000));
     ck_assert_uint_eq(fx.s.failures, 0);
@@ -234,9 +231,7 @@ START_TEST(test_connect_ping_pong)
     agents_get_stats(fx.a, &st);
     ck_assert_uint_eq(st.connected, 1);
     ck_assert_uint_eq(st.connects, 1);
-    frame_reader_free(&r);
-    close(cfd);
-    close(lfd);
+    fake_close(&f);
     fixture_stop(&fx);
 }
 END_TEST
@@ -245,13 +240,11 @@ START_TEST(test_request_ids_matched)
 {
     struct fixture fx;
     fixture_start(&fx, NULL);
-    char addr[64];
-    int lfd = fake_listen(addr, sizeof(addr));
-    ck_assert_int_eq(agents_set(fx.a, "n1", addr), 0);
-    int cfd = fake_accept(&fx.l, lfd);
-    struct frame_reader r;
-    frame_reader_init(&r, MAX_FRAME);
-    Spur__Agent__Msg *ping = fake_recv(&fx.l, cfd, &r);
+    struct fake f;
+    fake_open(&f);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f.addr), 0);
+    fake_take(&fx, &f);
+    Spur__Agent__Msg *ping = fake_recv(&fx, &f);
     uint64_t ids[3] = {0};
     Spur__Agent__Msg m;
     Spur__Agent__Signal s;
@@ -263,7 +256,7 @@ START_TEST(test_request_ids_matched)
     ck_assert(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ping->id);
     uint64_t got[3];
     for (int i = 0; i < 3; i++) {
-        Spur__Agent__Msg *q = fake_recv(&fx.l, cfd, &r);
+        Spur__Agent__Msg *q = fake_recv(&fx, &f);
         ck_assert_int_eq(q->body_case, SPUR__AGENT__MSG__BODY_SIGNAL);
         ck_assert_uint_eq(q->signal->job_id, 40 + (uint64_t)i);
         got[i] = q->id;
@@ -278,18 +271,18 @@ START_TEST(test_request_ids_matched)
     ans.body_case = SPUR__AGENT__MSG__BODY_SIGNAL_REPLY;
     ans.signal_reply = &sr;
     ans.id = 999999;
-    fake_send(cfd, &ans);
+    fake_send(f.cfd, &ans);
     Spur__Agent__Msg push = SPUR__AGENT__MSG__INIT;
     Spur__Agent__Ended e = SPUR__AGENT__ENDED__INIT;
     e.job_id = 41;
     push.body_case = SPUR__AGENT__MSG__BODY_ENDED;
     push.ended = &e;
-    fake_send(cfd, &push);
+    fake_send(f.cfd, &push);
     /* Answers in the order asked: the Ping, then the three signals. */
-    fake_pong(cfd, ping->id);
+    fake_pong(f.cfd, ping->id);
     for (int i = 0; i < 3; i++) {
         ans.id = got[i];
-        fake_send(cfd, &ans);
+        fake_send(f.cfd, &ans);
     }
     ck_assert(test_loop_until(&fx.l, &fx.s.answers, 4, 3000));
     test_loop_run(&fx.l, 50);
@@ -311,14 +304,12 @@ START_TEST(test_request_ids_matched)
     ack.body_case = SPUR__AGENT__MSG__BODY_ENDED_ACK;
     ack.ended_ack = &ea;
     ck_assert_int_eq(agents_push(fx.a, "n1", &ack), 0);
-    Spur__Agent__Msg *q = fake_recv(&fx.l, cfd, &r);
+    Spur__Agent__Msg *q = fake_recv(&fx, &f);
     ck_assert_uint_eq(q->id, 0);
     ck_assert_int_eq(q->body_case, SPUR__AGENT__MSG__BODY_ENDED_ACK);
     spur__agent__msg__free_unpacked(q, NULL);
     spur__agent__msg__free_unpacked(ping, NULL);
-    frame_reader_free(&r);
-    close(cfd);
-    close(lfd);
+    fake_close(&f);
     fixture_stop(&fx);
 }
 END_TEST
@@ -327,17 +318,13 @@ START_TEST(test_reconnect_after_close)
 {
     struct fixture fx;
     fixture_start(&fx, NULL);
-    char addr[64];
-    int lfd = fake_listen(addr, sizeof(addr));
-    ck_assert_int_eq(agents_set(fx.a, "n1", addr), 0);
-    int cfd = fake_accept(&fx.l, lfd);
-    struct frame_reader r;
-    frame_reader_init(&r, MAX_FRAME);
-    Spur__Agent__Msg *ping = fake_recv(&fx.l, cfd, &r);
-    spur__agent__msg__free_unpacked(ping, NULL);
-    frame_reader_free(&r);
+    struct fake f;
+    fake_open(&f);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f.addr), 0);
+    fake_take(&fx, &f);
+    spur__agent__msg__free_unpacked(fake_recv(&fx, &f), NULL);
     /* The agent goes away with the Ping unanswered: it fails, down(), then a new dial. */
-    close(cfd);
+    fake_drop(&f);
     ck_assert(test_loop_until(&fx.l, &fx.s.downs, 1, 3000));
     ck_assert_str_eq(fx.s.last_down, "n1");
     ck_assert_uint_eq(fx.s.failures, 1);
@@ -347,97 +334,86 @@ START_TEST(test_reconnect_after_close)
     Spur__Agent__Signal s;
     signal_msg(&m, &s, 1);
     ck_assert_int_eq(agents_request(fx.a, "n1", &m, 1, 1, 0, NULL), -1);
-    cfd = fake_accept(&fx.l, lfd);
-    frame_reader_init(&r, MAX_FRAME);
-    ping = fake_recv(&fx.l, cfd, &r);
+    fake_take(&fx, &f);
+    Spur__Agent__Msg *ping = fake_recv(&fx, &f);
     ck_assert_uint_eq(fx.s.ups, 2);
     ck_assert_int_eq(ping->body_case, SPUR__AGENT__MSG__BODY_PING);
-    fake_pong(cfd, ping->id);
+    fake_pong(f.cfd, ping->id);
+    spur__agent__msg__free_unpacked(ping, NULL);
     ck_assert(test_loop_until(&fx.l, &fx.s.answers, 2, 3000));
     ck_assert_uint_eq(fx.s.last.tag, 1002);
     ck_assert_uint_eq(fx.s.failures, 1);
     /* Removal closes without calling back. */
     agents_remove(fx.a, "n1");
     ck_assert(!agents_known(fx.a, "n1"));
-    ck_assert(test_closed_by_peer(&fx.l, cfd, 3000));
+    ck_assert(test_closed_by_peer(&fx.l, f.cfd, 3000));
     ck_assert_uint_eq(fx.s.downs, 1);
-    spur__agent__msg__free_unpacked(ping, NULL);
-    frame_reader_free(&r);
-    close(cfd);
-    close(lfd);
+    fake_close(&f);
     fixture_stop(&fx);
 }
 END_TEST
+
+/* n1 sends a bad frame after its Ping: that connection closes, n2's stays up. */
+static void bad_frame_closes_n1(struct fixture *fx, struct fake *f1, const uint8_t *frame,
+                                size_t len, unsigned downs)
+{
+    fake_take(fx, f1);
+    spur__agent__msg__free_unpacked(fake_recv(fx, f1), NULL);
+    ck_assert_int_eq(send(f1->cfd, frame, len, MSG_NOSIGNAL), (ssize_t)len);
+    ck_assert(test_closed_by_peer(&fx->l, f1->cfd, 3000));
+    ck_assert_uint_eq(fx->s.downs, downs);
+    ck_assert_str_eq(fx->s.last_down, "n1");
+    ck_assert(agents_is_up(fx->a, "n2"));
+    fake_drop(f1);
+}
 
 START_TEST(test_bad_frames_close_one_agent)
 {
     struct fixture fx;
     fixture_start(&fx, NULL);
-    char addr1[64], addr2[64];
-    int l1 = fake_listen(addr1, sizeof(addr1));
-    int l2 = fake_listen(addr2, sizeof(addr2));
-    ck_assert_int_eq(agents_set(fx.a, "n1", addr1), 0);
-    ck_assert_int_eq(agents_set(fx.a, "n2", addr2), 0);
-    int c1 = fake_accept(&fx.l, l1);
-    int c2 = fake_accept(&fx.l, l2);
-    struct frame_reader r1, r2;
-    frame_reader_init(&r1, MAX_FRAME);
-    frame_reader_init(&r2, MAX_FRAME);
-    spur__agent__msg__free_unpacked(fake_recv(&fx.l, c1, &r1), NULL);
-    Spur__Agent__Msg *p2 = fake_recv(&fx.l, c2, &r2);
-    /* n1 announces a frame over the limit: its connection closes, n2's stays. */
-    uint8_t hdr[FRAME_HEADER_LEN];
-    frame_put_header(hdr, MAX_FRAME + 1);
-    ck_assert_int_eq(send(c1, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    ck_assert(test_closed_by_peer(&fx.l, c1, 3000));
-    ck_assert_uint_eq(fx.s.downs, 1);
-    ck_assert_str_eq(fx.s.last_down, "n1");
-    ck_assert(agents_is_up(fx.a, "n2"));
-    fake_pong(c2, p2->id);
-    ck_assert(test_loop_until(&fx.l, &fx.s.answers, 2, 3000)); /* n1's failed Ping + n2's */
-    ck_assert_int_eq(fx.s.last.kind, SPUR__AGENT__MSG__BODY_PING);
-    ck_assert_uint_eq(fx.s.failures, 1);
-    close(c1);
-    frame_reader_free(&r1);
-    /* Reconnected, n1 sends garbage: closed again; then a frame of another cluster. */
-    c1 = fake_accept(&fx.l, l1);
-    frame_reader_init(&r1, MAX_FRAME);
-    spur__agent__msg__free_unpacked(fake_recv(&fx.l, c1, &r1), NULL);
-    static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f};
-    test_send_frame(c1, junk, sizeof(junk));
-    ck_assert(test_closed_by_peer(&fx.l, c1, 3000));
-    ck_assert_uint_eq(fx.s.downs, 2);
-    close(c1);
-    frame_reader_free(&r1);
-    c1 = fake_accept(&fx.l, l1);
-    frame_reader_init(&r1, MAX_FRAME);
-    Spur__Agent__Msg *p1 = fake_recv(&fx.l, c1, &r1);
+    struct fake f1, f2;
+    fake_open(&f1);
+    fake_open(&f2);
+    ck_assert_int_eq(agents_set(fx.a, "n2", f2.addr), 0);
+    fake_take(&fx, &f2);
+    Spur__Agent__Msg *p2 = fake_recv(&fx, &f2);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f1.addr), 0);
+    /* A header announcing more than the limit, refused before its payload arrives. */
+    uint8_t big[FRAME_HEADER_LEN];
+    frame_put_header(big, MAX_FRAME + 1);
+    bad_frame_closes_n1(&fx, &f1, big, sizeof(big), 1);
+    /* A frame that does not decode. */
+    uint8_t junk[FRAME_HEADER_LEN + 5] = {0};
+    frame_put_header(junk, 5);
+    memset(junk + FRAME_HEADER_LEN, 0xff, 4);
+    junk[FRAME_HEADER_LEN + 4] = 0x0f;
+    bad_frame_closes_n1(&fx, &f1, junk, sizeof(junk), 2);
+    /* A well-formed frame of another cluster. */
     Spur__Agent__Msg other = SPUR__AGENT__MSG__INIT;
     Spur__Agent__Pong pg = SPUR__AGENT__PONG__INIT;
     other.body_case = SPUR__AGENT__MSG__BODY_PONG;
     other.pong = &pg;
-    other.id = p1->id;
+    other.id = 1;
     other.protocol_version = SPUR_AGENT_PROTOCOL;
     other.cluster_name = (char *)"elsewhere";
-    size_t n = spur__agent__msg__get_packed_size(&other);
     uint8_t buf[256];
-    ck_assert_uint_le(n, sizeof(buf));
-    spur__agent__msg__pack(&other, buf);
-    test_send_frame(c1, buf, n);
-    ck_assert(test_closed_by_peer(&fx.l, c1, 3000));
-    ck_assert_uint_eq(fx.s.downs, 3);
-    ck_assert(agents_is_up(fx.a, "n2"));
+    size_t n = spur__agent__msg__get_packed_size(&other);
+    ck_assert_uint_le(n + FRAME_HEADER_LEN, sizeof(buf));
+    frame_put_header(buf, (uint32_t)n);
+    spur__agent__msg__pack(&other, buf + FRAME_HEADER_LEN);
+    bad_frame_closes_n1(&fx, &f1, buf, n + FRAME_HEADER_LEN, 3);
+    /* n2 never noticed: its Ping is answered on the same connection. */
+    fake_pong(f2.cfd, p2->id);
+    spur__agent__msg__free_unpacked(p2, NULL);
+    ck_assert(test_loop_until(&fx.l, &fx.s.answers, 4, 3000)); /* n1's 3 failed Pings + n2's */
+    ck_assert_uint_eq(fx.s.failures, 3);
+    ck_assert_uint_eq(fx.s.answer_tags[3], 1001);
     struct agents_stats st;
     agents_get_stats(fx.a, &st);
     ck_assert_uint_eq(st.bad_frames, 3);
-    spur__agent__msg__free_unpacked(p1, NULL);
-    spur__agent__msg__free_unpacked(p2, NULL);
-    frame_reader_free(&r1);
-    frame_reader_free(&r2);
-    close(c1);
-    close(c2);
-    close(l1);
-    close(l2);
+    ck_assert_uint_eq(st.connected, 1);
+    fake_close(&f1);
+    fake_close(&f2);
     fixture_stop(&fx);
 }
 END_TEST
@@ -447,16 +423,16 @@ START_TEST(test_send_bounds)
     struct fixture fx;
     struct agents_options over = {.max_pending = 4};
     fixture_start(&fx, &over);
-    char addr[64];
-    int lfd = fake_listen(addr, sizeof(addr));
+    struct fake f;
+    fake_open(&f);
     Spur__Agent__Msg m;
     Spur__Agent__Signal s;
     signal_msg(&m, &s, 1);
     /* Unknown node, then known but not connected yet: refused at once. */
     ck_assert_int_eq(agents_request(fx.a, "n1", &m, 1, 1, 0, NULL), -1);
-    ck_assert_int_eq(agents_set(fx.a, "n1", addr), 0);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f.addr), 0);
     ck_assert_int_eq(agents_request(fx.a, "n1", &m, 1, 1, 0, NULL), -1);
-    int cfd = fake_accept(&fx.l, lfd);
+    fake_take(&fx, &f);
     ck_assert(test_loop_until(&fx.l, &fx.s.ups, 1, 3000));
     /* The Ping from up() is one of the four that may wait. */
     for (int i = 0; i < 3; i++)
@@ -479,8 +455,7 @@ START_TEST(test_send_bounds)
     ck_assert_uint_eq(st.refused, 4); /* unknown, not connected, the bound, too large */
     /* Nothing was answered, nothing failed: the refusals made no callback. */
     ck_assert_uint_eq(fx.s.answers, 0);
-    close(cfd);
-    close(lfd);
+    fake_close(&f);
     fixture_stop(&fx);
 }
 END_TEST
@@ -490,21 +465,20 @@ START_TEST(test_unanswered_request_times_out)
     struct fixture fx;
     struct agents_options over = {.timeout_ms = 200};
     fixture_start(&fx, &over);
-    char addr[64];
-    int lfd = fake_listen(addr, sizeof(addr));
-    ck_assert_int_eq(agents_set(fx.a, "n1", addr), 0);
-    int cfd = fake_accept(&fx.l, lfd);
+    struct fake f;
+    fake_open(&f);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f.addr), 0);
+    fake_take(&fx, &f);
     ck_assert(test_loop_until(&fx.l, &fx.s.ups, 1, 3000));
     uint64_t t0 = test_now_ms();
     ck_assert(test_loop_until(&fx.l, &fx.s.failures, 1, 3000));
     ck_assert_uint_ge(test_now_ms() - t0, 150);
     ck_assert_uint_eq(fx.s.downs, 1);
-    ck_assert(test_closed_by_peer(&fx.l, cfd, 3000));
+    ck_assert(test_closed_by_peer(&fx.l, f.cfd, 3000));
     struct agents_stats st;
     agents_get_stats(fx.a, &st);
     ck_assert_uint_eq(st.timeouts, 1);
-    close(cfd);
-    close(lfd);
+    fake_close(&f);
     fixture_stop(&fx);
 }
 END_TEST
