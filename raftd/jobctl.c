@@ -1182,6 +1182,25 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
     schedule_pass(jc);
 }
 
+/* A command that is a list of node names: NodeHeartbeat or NodesNotResponding. */
+static void propose_names(struct jobctl *jc, Spur__Fsm__Command__OpCase op, char **names, size_t n)
+{
+    Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
+    Spur__Fsm__NodeHeartbeat hb = SPUR__FSM__NODE_HEARTBEAT__INIT;
+    Spur__Fsm__NodesNotResponding nr = SPUR__FSM__NODES_NOT_RESPONDING__INIT;
+    cmd.op_case = op;
+    if (op == SPUR__FSM__COMMAND__OP_NODE_HEARTBEAT) {
+        hb.names = names;
+        hb.n_names = n;
+        cmd.node_heartbeat = &hb;
+    } else {
+        nr.names = names;
+        nr.n_names = n;
+        cmd.nodes_not_responding = &nr;
+    }
+    propose(jc, &cmd, NULL);
+}
+
 /* One heartbeat round: the answered nodes into the log, a Ping to every agent. */
 static void heartbeat_round(struct jobctl *jc)
 {
@@ -1194,15 +1213,8 @@ static void heartbeat_round(struct jobctl *jc)
             names[k++] = jc->nodes[i].name;
         jc->nodes[i].answered = false;
     }
-    if (k > 0) {
-        Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
-        Spur__Fsm__NodeHeartbeat hb = SPUR__FSM__NODE_HEARTBEAT__INIT;
-        hb.names = names;
-        hb.n_names = k;
-        cmd.op_case = SPUR__FSM__COMMAND__OP_NODE_HEARTBEAT;
-        cmd.node_heartbeat = &hb;
-        propose(jc, &cmd, NULL);
-    }
+    if (k > 0)
+        propose_names(jc, SPUR__FSM__COMMAND__OP_NODE_HEARTBEAT, names, k);
     free(names);
     for (size_t i = 0; i < jc->nnodes; i++)
         if (agents_is_up(jc->agents, jc->nodes[i].name))
@@ -1229,13 +1241,7 @@ static void check_silent(struct jobctl *jc)
                   jc->cfg->agent.node_timeout_s);
     }
     if (k > 0) {
-        Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
-        Spur__Fsm__NodesNotResponding nr = SPUR__FSM__NODES_NOT_RESPONDING__INIT;
-        nr.names = names;
-        nr.n_names = k;
-        cmd.op_case = SPUR__FSM__COMMAND__OP_NODES_NOT_RESPONDING;
-        cmd.nodes_not_responding = &nr;
-        propose(jc, &cmd, NULL);
+        propose_names(jc, SPUR__FSM__COMMAND__OP_NODES_NOT_RESPONDING, names, k);
         jc->st.not_responding += k;
     }
     free(names);
