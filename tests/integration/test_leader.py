@@ -352,6 +352,13 @@ def test_running_job_survives_a_leader_kill(setup3):
     launched(agent, jid)
     wait_state(c, jid, "RUNNING")
     old = c.leader()
+    # A signal request sent to a follower is forwarded to the leader, which reaches the agent.
+    follower = next(i for i in range(1, 4) if i != old)
+    r = spurtest.api_call(c.api(follower), OP_SIGNAL_JOB, pb_field(1, jid) + pb_field(2, 12),
+                          cluster_name="test")
+    assert r["code"] == spurtest.API_OK, r
+    with agent.lock:
+        assert {"job_id": jid, "attempt": 1, "signal": 12, "terminate": False} in agent.signals
     term = max(agent.pings)
     assert c.kill_worker(old) == 70
     new = c.leader(among=[i for i in range(1, 4) if i != old], timeout=20)
