@@ -271,6 +271,18 @@ def test_job_runs_through_the_agent(setup):
     # The heartbeats reach the state: the node's last-seen time moves.
     seen = node(c, "fa1")["last_seen_ms"]
     wait_until(lambda: node(c, "fa1")["last_seen_ms"] > seen, 10, what="a newer last-seen")
+    # The leader's counters on its metrics page.
+    st, body = spurtest.http_get(c.ports[0]["metrics"], "/metrics")
+    assert st == 200
+    m = {ln.split()[0]: float(ln.split()[1]) for ln in body.splitlines()
+         if ln and not ln.startswith("#")}
+    assert m["spur_leader_in_office"] == 1
+    assert m["spur_agents_connected"] == 1
+    assert m["spur_job_launches_total"] == 2
+    assert m["spur_job_reports_total"] >= 2
+    assert m["spur_scheduler_passes_total"] >= 2
+    assert m["spur_scheduler_allocations_total"] == 2
+    assert m["spur_scheduler_pending_allocations"] == 0
 
 
 def test_refused_launch_fails_the_job(setup):
