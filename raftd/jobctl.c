@@ -48,6 +48,8 @@ struct jnode {
     bool answered;           /* since the last heartbeat round */
     uint64_t nr_proposed_ms; /* NodesNotResponding proposed at; 0: not */
     bool seen;               /* still in the state (node sync) */
+    bool wrong_agent_logged; /* its address answers as another node (logged once) */
+    bool verified;           /* this connection's agent answered a Ping as this node */
 };
 
 /* A client's SignalJobRequest waiting for the agents. Owns nothing but its place. */
@@ -285,6 +287,16 @@ static struct jnode *node_find(struct jobctl *jc, const char *name)
     return NULL;
 }
 
+/*
+ * Connected, and its agent answered a Ping of this connection as this node: only then do
+ * launches and signals go to it (a wrong address must not start or kill anything).
+ */
+static bool node_ready(struct jobctl *jc, const char *name)
+{
+    const struct jnode *nd = node_find(jc, name);
+    return nd != NULL && nd->verified && agents_is_up(jc->agents, name);
+}
+
 static struct jobctl_job *job_find(struct jobctl *jc, uint64_t job_id)
 {
     for (size_t i = 0; i < jc->njobs; i++)
@@ -391,7 +403,7 @@ static void send_launch(struct jobctl *jc, struct jobctl_job *j, uint32_t i)
 {
     struct jobctl_part *p = &j->parts[i];
     if (j->killing || j->failed || p->launch_out || p->confirmed_seq != JOBCTL_UNCONFIRMED ||
-        !agents_is_up(jc->agents, p->node))
+        !node_ready(jc, p->node))
         return;
     struct fsm_read rd;
     if (fsm_get_job(jc->n->fsm, j->job_id, &rd) != FSM_OK)
@@ -428,6 +440,8 @@ static void send_launch(struct jobctl *jc, struct jobctl_job *j, uint32_t i)
 static int send_signal(struct jobctl *jc, const char *node, uint64_t job_id, uint32_t attempt,
                        int32_t sig, bool terminate, uint64_t tag)
 {
+    if (!node_ready(jc, node))
+        return -1;
     Spur__Agent__Msg m = SPUR__AGENT__MSG__INIT;
     Spur__Agent__Signal s = SPUR__AGENT__SIGNAL__INIT;
     s.job_id = job_id;
@@ -487,17 +501,23 @@ static void queue_never_ran(struct jobctl *jc, const char *node, uint64_t job_id
 
 /* ---- agents' hooks ----------------------------------------------------------------------- */
 
+/* What a node owes is sent once its first Pong on the connection says who it is. */
 static void on_agent_up(void *arg, const char *node)
 {
     struct jobctl *jc = arg;
+    struct jnode *nd = node_find(jc, node);
+    if (nd)
+        nd->verified = false;
     send_ping(jc, node); /* first on every connection */
-    resend_for_node(jc, node);
 }
 
 static void on_agent_down(void *arg, const char *node, const char *why)
 {
     struct jobctl *jc = arg;
     (void)why;
+    struct jnode *nd = node_find(jc, node);
+    if (nd)
+        nd->verified = false;
     /* Terminates in flight are lost with the connection: send them again on the next. */
     for (size_t k = 0; k < jc->njobs; k++) {
         struct jobctl_job *j = &jc->jobs[k];
@@ -510,6 +530,12 @@ static void on_agent_down(void *arg, const char *node, const char *why)
 static void on_ended(void *arg, const char *node, const Spur__Agent__Ended *e)
 {
     struct jobctl *jc = arg;
+    if (e->node && e->node[0] && strcmp(e->node, node) != 0) {
+        log_event(LOG_WARN, "jobctl", "report of another node on this node's connection; ignored",
+                  "node=%s report_node=%s job=%llu", log_q(node), log_q(e->node),
+                  (unsigned long long)e->job_id);
+        return;
+    }
     jc->st.reports++;
     Spur__Fsm__JobCompleted rep = SPUR__FSM__JOB_COMPLETED__INIT;
     rep.job_id = e->job_id;
@@ -530,10 +556,23 @@ static void pong(struct jobctl *jc, const char *node, const Spur__Agent__Pong *p
                  uint64_t ping_seq)
 {
     struct jnode *nd = node_find(jc, node);
+    if (pg->node_name && pg->node_name[0] && strcmp(pg->node_name, node) != 0) {
+        /* Another node's agent at this node's address: its list says nothing of this node. */
+        if (nd && !nd->wrong_agent_logged)
+            log_event(LOG_WARN, "jobctl", "the agent at a node's address is another node's",
+                      "node=%s agent=%s", log_q(node), log_q(pg->node_name));
+        if (nd)
+            nd->wrong_agent_logged = true;
+        return;
+    }
+    bool first = false;
     if (nd) {
+        nd->wrong_agent_logged = false;
         nd->last_answer_ms = mono_ms();
         nd->answered = true;
         nd->nr_proposed_ms = 0;
+        first = !nd->verified;
+        nd->verified = true;
     }
     size_t cap = pg->n_running;
     for (size_t k = 0; k < jc->njobs; k++)
@@ -607,6 +646,8 @@ out:
     free(seen);
     free(placed);
     free(verd);
+    if (first)
+        resend_for_node(jc, node);
 }
 
 /* Every part confirmed: into the loop turn's JobsStarted. */

@@ -27,6 +27,10 @@
  *     attempt that the agent neither lists nor has reported, whose launch this leader saw
  *     confirmed before it sent that Ping, is lost (JobCompleted{lost}); a job the agent
  *     runs that the state does not place there with that attempt is terminated.
+ *   - Nothing is launched or signalled on a connection before its agent answered a Ping
+ *     as the node dialled (Pong.node_name): an address that reaches another node's agent
+ *     starts and kills nothing, its answers do not count as the node's, and its reports
+ *     (Ended.node) are ignored.
  *   - A node is proposed NodesNotResponding once its agent has not answered for
  *     agent.node_timeout_s counted from the later of this leader's taking office and the
  *     agent's last answer (the grace that lets agents find a new leader).

@@ -187,12 +187,12 @@ class FakeAgent(threading.Thread):
                     return
 
 
-def start(tmp_path, n):
+def start(tmp_path, n, agent_name="fa1"):
     """n replicas with a 1 s heartbeat and a 4 s node time-out, and node fa1 served by a
-    fake agent; yields (cluster, agent) and stops both."""
+    fake agent (that calls itself agent_name); yields (cluster, agent) and stops both."""
     c = spurtest.Cluster(tmp_path, n=n, agent={"heartbeat_s": 1, "node_timeout_s": 4,
                                                "kill_wait_s": 2})
-    agent = FakeAgent("fa1")
+    agent = FakeAgent(agent_name)
     agent.start()
     try:
         c.start_all()
@@ -210,6 +210,11 @@ def start(tmp_path, n):
 @pytest.fixture
 def setup(tmp_path):
     yield from start(tmp_path, 1)
+
+
+@pytest.fixture
+def wrong_agent(tmp_path):
+    yield from start(tmp_path, 1, agent_name="fa9")
 
 
 @pytest.fixture
@@ -400,3 +405,16 @@ def test_configuring_job_is_launched_again_with_its_attempt(setup3):
     wait_state(c, jid, "RUNNING", timeout=20)
     agent.finish(jid, 1)
     wait_state(c, jid, "COMPLETED", timeout=20)
+
+
+def test_another_nodes_agent_gets_nothing(wrong_agent):
+    """fa1's address reaches an agent that answers as fa9: nothing is launched there, its
+    answers do not keep fa1 up, and the job placed on fa1 ends with the node."""
+    c, agent = wrong_agent
+    jid = sbatch(c, "--wrap", "sleep 100")
+    wait_state(c, jid, "CONFIGURING")
+    wait_state(c, jid, "NODE_FAIL", timeout=20)
+    assert node(c, "fa1")["reason"] == "Not responding"
+    with agent.lock:
+        assert agent.launches == [] and agent.signals == [], (agent.launches, agent.signals)
+        assert len(agent.pings) >= 3  # it was pinged all along
