@@ -32,6 +32,7 @@ static const char help_text[] =
     "  -o, --output=PATTERN     -e, --error=PATTERN      (default slurm-%j.out)\n"
     "  -D, --chdir=DIR          -H, --hold               --export=ALL|NONE|NAME[=VAL],...\n"
     "  --wrap=COMMAND           --parsable               -Q, --quiet\n"
+    "  --requeue                --no-requeue             -A, --account=NAME\n"
     "  -V, --version            -h, --help               --usage\n"
     "Options may also be given in the script on \"#SBATCH\" lines before its first "
     "command;\nthose on the command line win.\n";
@@ -39,6 +40,7 @@ static const char help_text[] =
 static const char synopsis[] =
     "Usage: sbatch [-J NAME] [-p PARTITION] [-N N] [-n N] [-c N] [--mem SIZE] [-t TIME]\n"
     "              [-o OUT] [-e ERR] [-D DIR] [-H] [--export LIST] [--parsable] [-Q]\n"
+    "              [--requeue | --no-requeue] [-A ACCOUNT]\n"
     "              [--wrap CMD | SCRIPT]\n";
 
 /*

@@ -7,6 +7,12 @@
  * only jobs that match all of them are cancelled. Exit status 1 when any id named on the
  * command line could not be cancelled (a job already finished counts, unless -Q), else 0;
  * filters that match nothing are not an error.
+ *
+ * -s/--signal SIG (a name with or without "SIG", any case, or a number, as Slurm takes
+ * it: KILL, SIGKILL, kill, 9) signals the jobs instead of cancelling them: one
+ * SignalJobRequest per job id, each failure in Slurm's words, the exit status as above.
+ * A signal goes to named jobs only; with filters it is refused (the filters are resolved
+ * on the controller for a cancel, and signalling has no such request yet).
  */
 #include "cli.h"
 #include "job_filter.h"
@@ -14,6 +20,7 @@
 
 #include <getopt.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +30,18 @@
 #define CODE(x)          SPUR__API__CODE__CODE_##x
 #define MSG_NOT_FOUND    "Invalid job id specified"
 #define MSG_ALREADY_DONE "Job/step already completing or completed"
+#define MSG_PENDING      "Job is pending execution"
 
 static const char synopsis[] =
-    "Usage: scancel [-u USER] [-t STATE] [-n NAME] [-p PARTITION] [--me] [-Q] "
-    "[-v] [JOBID...]\n";
+    "Usage: scancel [-u USER] [-t STATE] [-n NAME] [-p PARTITION] [--me] [-s SIGNAL] "
+    "[-Q] [-v] [JOBID...]\n";
 
 static const char help_text[] =
     "Usage: scancel [OPTIONS] [JOBID...]\n"
     "  -u, --user=NAME        jobs of this user          --me  your own jobs\n"
     "  -t, --state=STATE      PENDING (PD) or RUNNING (R) jobs only\n"
     "  -n, --name=NAME        jobs with this name        -p, --partition=NAME\n"
+    "  -s, --signal=SIGNAL    send SIGNAL (KILL, SIGUSR1, 9, ...) instead of cancelling\n"
     "  -Q, --quiet            no error for jobs that already finished\n"
     "  -v, --verbose          say which jobs were cancelled\n"
     "  -V, --version          --help  --usage\n";
@@ -48,6 +57,72 @@ static bool listed(const uint64_t *ids, size_t n, uint64_t id)
         if (ids[i] == id)
             return true;
     return false;
+}
+
+static const struct {
+    const char *name;
+    int sig;
+} signal_names[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
+    {"TRAP", SIGTRAP}, {"ABRT", SIGABRT}, {"BUS", SIGBUS},       {"FPE", SIGFPE},
+    {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},     {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},     {"CHLD", SIGCHLD},
+    {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN},
+    {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"VTALRM", SIGVTALRM}, {"SYS", SIGSYS},
+};
+
+/* A signal as Slurm's scancel takes it: "KILL", "SIGKILL", "kill" or "9". -1: unknown. */
+static int signal_parse(const char *s)
+{
+    if (s[0] >= '0' && s[0] <= '9') {
+        char *end;
+        long v = strtol(s, &end, 10);
+        return *end == '\0' && v >= 1 && v < NSIG ? (int)v : -1;
+    }
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof(signal_names) / sizeof(signal_names[0]); i++)
+        if (strcasecmp(s, signal_names[i].name) == 0)
+            return signal_names[i].sig;
+    return -1;
+}
+
+/* -s: one SignalJobRequest per job; errors as Slurm prints them. */
+static int signal_by_id(struct cli *c, const uint64_t *ids, size_t n, int sig, bool quiet,
+                        bool verbose)
+{
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+        Spur__Api__SignalJobRequest sj = SPUR__API__SIGNAL_JOB_REQUEST__INIT;
+        sj.job_id = ids[i];
+        sj.signal = sig;
+        req.op_case = SPUR__API__REQUEST__OP_SIGNAL_JOB;
+        req.signal_job = &sj;
+        if (verbose)
+            fprintf(stderr, "%s: Signal %d to job %llu\n", c->prog, sig,
+                    (unsigned long long)ids[i]);
+        spurclient_response *r = cli_call_any(c, &req, true);
+        if (r == NULL)
+            return 1;
+        if (r->code == CODE(NOT_FOUND)) {
+            kill_error(c, ids[i], MSG_NOT_FOUND);
+            failed = 1;
+        } else if (r->code == CODE(CONFLICT)) {
+            /* Not running: pending, or already over (the controller's line says which). */
+            bool pending = r->error != NULL && strstr(r->error, "pending") != NULL;
+            if (pending || !quiet) {
+                kill_error(c, ids[i], pending ? MSG_PENDING : MSG_ALREADY_DONE);
+                failed = 1;
+            }
+        } else if (r->code != CODE(OK)) {
+            kill_error(c, ids[i], r->error && r->error[0] ? r->error : cli_code_name(r->code));
+            failed = 1;
+        }
+        spurclient_response_free(r);
+    }
+    return failed;
 }
 
 static int cancel_by_id(struct cli *c, const uint64_t *ids, size_t n, bool quiet, bool verbose)
@@ -89,6 +164,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
         {"name", required_argument, NULL, 'n'},      {"jobname", required_argument, NULL, 'n'},
         {"partition", required_argument, NULL, 'p'}, {"quiet", no_argument, NULL, 'Q'},
         {"verbose", no_argument, NULL, 'v'},         {"me", no_argument, NULL, OPT_ME},
+        {"signal", required_argument, NULL, 's'},
         {"help", no_argument, NULL, CLI_OPT_HELP},   {"usage", no_argument, NULL, CLI_OPT_USAGE},
         {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
     };
@@ -96,6 +172,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     char *users[1] = {NULL}, *names[1] = {NULL}, *parts[1] = {NULL};
     Spur__Api__JobState states[1];
     bool quiet = false, verbose = false, filters = false;
+    int sig = 0;
     uint64_t *ids = NULL;
     size_t nids = 0;
     char err[300];
@@ -105,7 +182,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     opterr = 0;
     optind = 1;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":u:t:n:p:QvV", lopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":u:t:n:p:s:QvV", lopts, NULL)) != -1) {
         switch (ch) {
         case 'u':
             users[0] = optarg;
@@ -146,6 +223,13 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
             cj.n_partitions = 1;
             filters = true;
             break;
+        case 's':
+            sig = signal_parse(optarg);
+            if (sig < 0) {
+                cli_error(c, "Unknown job signal: %s", optarg);
+                goto out;
+            }
+            break;
         case 'Q':
             quiet = true;
             break;
@@ -165,6 +249,14 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     }
     if (nids == 0 && !filters) {
         cli_error(c, "No job identification provided");
+        goto out;
+    }
+    if (sig != 0 && filters) {
+        cli_error(c, "--signal takes job ids only, not filters (-u -t -n -p --me)");
+        goto out;
+    }
+    if (sig != 0) {
+        rc = signal_by_id(c, ids, nids, sig, quiet, verbose);
         goto out;
     }
     if (!filters) {

@@ -176,7 +176,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         states[0] = SPUR__API__JOB_STATE__JOB_PENDING;
         states[1] = SPUR__API__JOB_STATE__JOB_RUNNING;
         states[2] = SPUR__API__JOB_STATE__JOB_COMPLETING;
-        nstates = 3;
+        states[3] = SPUR__API__JOB_STATE__JOB_CONFIGURING;
+        nstates = 4;
     }
     if (format == NULL)
         format = getenv("SQUEUE_FORMAT");

@@ -46,6 +46,14 @@ void fmt_json_job(struct json *j, const fmt_job *job)
     json_ku64(j, "start_time_ms", job->start_time_ms);
     json_ku64(j, "end_time_ms", job->end_time_ms);
     json_ki64(j, "exit_code", job->exit_code);
+    json_ki64(j, "exit_signal", job->exit_signal);
+    json_ku64(j, "attempt", job->attempt);
+    json_ku64(j, "restarts", job->restarts);
+    json_kstr(j, "batch_host", job->batch_host && job->batch_host[0] ? job->batch_host
+                               : job->n_node_list > 0              ? str(job->node_list[0])
+                                                                   : "");
+    json_kbool(j, "requeue", sp->requeue);
+    json_kstr(j, "account", str(sp->account));
     json_kstr(j, "workdir", str(sp->workdir));
     json_kstr(j, "stdout", str(sp->stdout_path));
     json_kstr(j, "stderr", str(sp->stderr_path));

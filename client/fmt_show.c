@@ -33,13 +33,21 @@ void fmt_show_job(FILE *out, const fmt_job *j, const struct fmt_ctx *ctx)
         fprintf(out, "   UserId=%s(%u) GroupId=%s(%u)\n", str(sp->user), sp->uid, group, sp->gid);
     else
         fprintf(out, "   UserId=%s(%u) GroupId=%u(%u)\n", str(sp->user), sp->uid, sp->gid, sp->gid);
+    fprintf(out, "   Account=%s QOS=(null)\n",
+            sp->account && sp->account[0] ? sp->account : "(null)");
     fprintf(out, "   JobState=%s Reason=%s Dependency=(null)\n", names_job_state_name(j->state),
             fmt_job_reason(j));
-    /* ExitCode=status:signal; a negative exit_code is taken as "killed by that signal". */
-    if (j->exit_code >= 0)
-        fprintf(out, "   BatchFlag=1 ExitCode=%d:0\n", j->exit_code);
-    else
-        fprintf(out, "   BatchFlag=1 ExitCode=0:%lld\n", -(long long)j->exit_code);
+    /*
+     * ExitCode=status:signal as Slurm prints it; an older record without exit_signal
+     * that holds a negative exit_code is taken as "killed by that signal".
+     */
+    int code = j->exit_code, sig = j->exit_signal;
+    if (sig == 0 && code < 0) {
+        sig = -code;
+        code = 0;
+    }
+    fprintf(out, "   Requeue=%d Restarts=%u BatchFlag=1 Reboot=0 ExitCode=%d:%d\n",
+            sp->requeue ? 1 : 0, j->restarts, code, sig);
     units_duration_hms(b1, sizeof(b1), fmt_job_elapsed_s(j, ctx->now_ms));
     units_limit(b2, sizeof(b2), sp->time_limit_min, "UNLIMITED", true);
     fprintf(out, "   RunTime=%s TimeLimit=%s TimeMin=N/A\n", b1, b2);
@@ -54,7 +62,9 @@ void fmt_show_job(FILE *out, const fmt_job *j, const struct fmt_ctx *ctx)
     char *nl = hostlist_compress(j->node_list, j->n_node_list);
     fprintf(out, "   NodeList=%s\n", nl && nl[0] ? nl : "(null)");
     free(nl);
-    if (j->n_node_list > 0)
+    if (j->batch_host && j->batch_host[0])
+        fprintf(out, "   BatchHost=%s\n", j->batch_host);
+    else if (j->n_node_list > 0)
         fprintf(out, "   BatchHost=%s\n", str(j->node_list[0]));
     fprintf(out, "   NumNodes=%u NumCPUs=%" PRIu64 " NumTasks=%u CPUs/Task=%u\n",
             fmt_job_node_count(j), fmt_job_cpus(j), fmt_or1(sp->ntasks),

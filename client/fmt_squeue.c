@@ -117,6 +117,8 @@ static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
     case 'Z':
         return strdup(str(sp->workdir));
     case 'B':
+        if (j->batch_host && j->batch_host[0])
+            return strdup(j->batch_host);
         return strdup(j->n_node_list > 0 ? str(j->node_list[0]) : "n/a");
     default:
         b[0] = '\0';

@@ -71,7 +71,8 @@ int job_filter_states_parse(const char *list, int *states, size_t max, size_t *n
 
 bool job_filter_state_active(int state)
 {
-    return state == J(PENDING) || state == J(RUNNING) || state == J(COMPLETING);
+    return state == J(PENDING) || state == J(CONFIGURING) || state == J(RUNNING) ||
+           state == J(COMPLETING);
 }
 
 int job_filter_ids_parse(const char *list, uint64_t **ids, size_t *n, char *err, size_t errlen)
@@ -134,14 +135,21 @@ bool job_filter_matches(const fmt_job *j, const struct job_filter *f)
     return true;
 }
 
+/* The state's place in squeue's order: a configuring job sorts with the running ones. */
+static int state_rank(int state)
+{
+    return state == J(CONFIGURING) ? J(RUNNING) : state;
+}
+
 static int job_cmp(const void *pa, const void *pb)
 {
     const fmt_job *a = *(fmt_job *const *)pa, *b = *(fmt_job *const *)pb;
     int c = strcmp(a->spec ? str(a->spec->partition) : "", b->spec ? str(b->spec->partition) : "");
     if (c != 0)
         return c;
-    if (a->state != b->state)
-        return a->state < b->state ? -1 : 1;
+    int ra = state_rank((int)a->state), rb = state_rank((int)b->state);
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
     return a->id < b->id ? -1 : a->id > b->id;
 }
 

@@ -41,7 +41,7 @@ struct job_filter {
  */
 int job_filter_states_parse(const char *list, int *states, size_t max, size_t *n, bool *all,
                             char *err, size_t errlen);
-/* True for pending, running and completing: what squeue shows by default. */
+/* True for pending, configuring, running and completing: what squeue shows by default. */
 bool job_filter_state_active(int state);
 /*
  * Job ids from comma lists ("42", "42,43"); appends to *ids (realloc'd). Returns 0, or -1

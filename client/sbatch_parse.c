@@ -52,6 +52,9 @@ static const struct opt opts[] = {
     {"help", 'h', false, true, SBATCH_HELP},
     {"usage", 0, false, true, SBATCH_USAGE},
     {"version", 'V', false, true, SBATCH_VERSION},
+    {"requeue", 0, false, false, SBATCH_REQUEUE},
+    {"no-requeue", 0, false, false, SBATCH_REQUEUE},
+    {"account", 'A', true, false, SBATCH_ACCOUNT},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -64,6 +67,7 @@ void sbatch_parse_opts_free(struct sbatch_parse_opts *o)
     free(o->chdir);
     free(o->wrap);
     free(o->export_spec);
+    free(o->account);
     memset(o, 0, sizeof(*o));
 }
 
@@ -76,6 +80,7 @@ void sbatch_parse_job_free(struct sbatch_parse_job *j)
     free(j->workdir);
     free(j->script);
     free(j->user);
+    free(j->account);
     strv_free(j->env, j->nenv);
     memset(j, 0, sizeof(*j));
 }
@@ -306,6 +311,12 @@ static int apply(struct sbatch_parse_opts *o, const struct opt *op, const char *
         break;
     case SBATCH_QUIET:
         o->quiet = true;
+        break;
+    case SBATCH_REQUEUE:
+        o->requeue = strcmp(op->name, "requeue") == 0;
+        break;
+    case SBATCH_ACCOUNT:
+        rc = set_str(&o->account, value, op->name, err, errlen);
         break;
     default: /* --help, --usage and --version: the bit is all they set */
         break;
@@ -556,6 +567,8 @@ int sbatch_parse_merge(struct sbatch_parse_opts *dst, const struct sbatch_parse_
         return -1;
     if ((s & SBATCH_EXPORT) && strv_replace(&dst->export_spec, src->export_spec) != 0)
         return -1;
+    if ((s & SBATCH_ACCOUNT) && strv_replace(&dst->account, src->account) != 0)
+        return -1;
     if (s & SBATCH_NODES)
         dst->nodes = src->nodes;
     if (s & SBATCH_NTASKS)
@@ -572,6 +585,8 @@ int sbatch_parse_merge(struct sbatch_parse_opts *dst, const struct sbatch_parse_
         dst->parsable = src->parsable;
     if (s & SBATCH_QUIET)
         dst->quiet = src->quiet;
+    if (s & SBATCH_REQUEUE)
+        dst->requeue = src->requeue;
     dst->set |= s;
     return 0;
 }
@@ -849,9 +864,10 @@ int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, 
     else
         job->workdir = path_join(cwd, o.chdir);
     job->user = strdup(ctx->user ? ctx->user : "");
+    job->account = strdup(o.set & SBATCH_ACCOUNT ? o.account : "");
     job->script = malloc(len + 1);
     if (!job->name || !job->partition || !job->stdout_path || !job->stderr_path || !job->workdir ||
-        !job->user || !job->script)
+        !job->user || !job->account || !job->script)
         goto oom;
     memcpy(job->script, script, len);
     job->script[len] = '\0';
@@ -863,6 +879,7 @@ int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, 
     job->mem_mb = o.set & SBATCH_MEM ? o.mem_mb : 0;
     job->time_min = o.set & SBATCH_TIME ? o.time_min : 0;
     job->hold = o.hold;
+    job->requeue = o.set & SBATCH_REQUEUE ? o.requeue : false;
     job->parsable = o.parsable;
     job->quiet = o.quiet;
     job->uid = ctx->uid;
@@ -895,6 +912,8 @@ void sbatch_parse_job_to_spec(const struct sbatch_parse_job *job, Spur__Api__Job
     spec->stderr_path = job->stderr_path;
     spec->workdir = job->workdir;
     spec->hold = job->hold;
+    spec->requeue = job->requeue;
+    spec->account = job->account;
     spec->script.data = (uint8_t *)job->script;
     spec->script.len = job->script_len;
     spec->n_env = job->nenv;

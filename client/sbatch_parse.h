@@ -24,6 +24,9 @@
  *     environment with the listed values on top.
  *   - A script must be non-empty, free of NUL bytes and DOS line breaks, start with "#!",
  *     and be no larger than the configured limit; each refusal is one line naming why.
+ *   - --requeue / --no-requeue say whether a node failure puts the job back in the queue
+ *     (default no, as Slurm's JobRequeue=0); whichever comes last in one place wins.
+ *     -A/--account names the account the job is charged to (recorded as given).
  *   - --wrap=CMD makes the script "#!/bin/sh\nCMD\n" and cannot be combined with a
  *     script file.
  *
@@ -60,6 +63,8 @@ enum {
     SBATCH_HELP = 1u << 15,
     SBATCH_USAGE = 1u << 16,
     SBATCH_VERSION = 1u << 17,
+    SBATCH_REQUEUE = 1u << 18, /* --requeue and --no-requeue: one field, the last wins */
+    SBATCH_ACCOUNT = 1u << 19,
 };
 
 /* Options as given in one place (command line or script). */
@@ -80,6 +85,8 @@ struct sbatch_parse_opts {
     char *export_spec;
     bool parsable;
     bool quiet;
+    bool requeue;  /* --requeue (true) / --no-requeue (false) */
+    char *account; /* -A */
 };
 
 /* What the I/O shell knows about the submitting process. */
@@ -112,6 +119,8 @@ struct sbatch_parse_job {
     uint32_t uid, gid;
     bool parsable;
     bool quiet;
+    bool requeue;  /* default false: a node failure ends the job NODE_FAIL */
+    char *account; /* "" when not given */
 };
 
 void sbatch_parse_opts_free(struct sbatch_parse_opts *o);

@@ -17,7 +17,7 @@
 #define N(x) SPUR__API__NODE_STATE__NODE_##x
 #define R(x) SPUR__STATUS__ROLE__ROLE_##x
 
-_Static_assert(J(NODE_FAIL) + 1 == NAMES_JOB_NSTATES, "job state table size");
+_Static_assert(J(CONFIGURING) + 1 == NAMES_JOB_NSTATES, "job state table size");
 _Static_assert(N(UNKNOWN) + 1 == NAMES_NODE_NSTATES, "node state table size");
 _Static_assert(R(PRECANDIDATE) + 1 == NAMES_NROLES, "role table size");
 
@@ -34,6 +34,8 @@ static const struct {
     [J(CANCELLED)] = {"CA", "CANCELLED", "cancelled"},
     [J(TIMEOUT)] = {"TO", "TIMEOUT", "timeout"},
     [J(NODE_FAIL)] = {"NF", "NODE_FAIL", "node_fail"},
+    [J(OUT_OF_MEMORY)] = {"OOM", "OUT_OF_MEMORY", "out_of_memory"},
+    [J(CONFIGURING)] = {"CF", "CONFIGURING", "configuring"},
 };
 
 static const struct {

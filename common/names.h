@@ -7,9 +7,9 @@
  *   - Every lookup is total: a value outside its enum (or the enum's "unspecified" 0)
  *     gets the documented fallback, never NULL, so a caller can print the result as it is.
  *   - The strings are Slurm's user-visible forms, which scripts parse; they never change:
- *       job states   code  PD R CG CD F CA TO NF          fallback "?"
+ *       job states   code  PD R CG CD F CA TO NF OOM CF   fallback "?"
  *                    name  PENDING RUNNING COMPLETING COMPLETED FAILED CANCELLED TIMEOUT
- *                          NODE_FAIL                       fallback "UNKNOWN"
+ *                          NODE_FAIL OUT_OF_MEMORY CONFIGURING  fallback "UNKNOWN"
  *                    label the name in lower case (Prometheus label values)
  *                                                          fallback "unknown"
  *       node states  compact idle alloc mix down drain drng unk  fallback "unk"
@@ -32,7 +32,7 @@
 
 #include <stdbool.h>
 
-#define NAMES_JOB_NSTATES  9 /* Spur__Api__JobState 0..8 */
+#define NAMES_JOB_NSTATES  11 /* Spur__Api__JobState 0..10 */
 #define NAMES_NODE_NSTATES 8 /* Spur__Api__NodeState 0..7 */
 #define NAMES_NROLES       6 /* enum status_role 0..5 */
 

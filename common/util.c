@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -144,6 +145,28 @@ void describe_wait_status(int status, char *buf, size_t len)
                  WTERMSIG(status), WCOREDUMP(status) ? ", core dumped" : ", no core");
     else
         snprintf(buf, len, "wait status 0x%x", status);
+}
+
+int mkdir_parents(const char *path, mode_t mode)
+{
+    char tmp[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(tmp, path, n + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
 }
 
 int write_all(int fd, const void *buf, size_t len)

@@ -35,6 +35,12 @@ const char *signal_name(int sig);
 /* Describe a wait status: "exited with code 3", "killed by SIGSEGV (core dumped)". */
 void describe_wait_status(int status, char *buf, size_t len);
 
+/*
+ * mkdir -p: make path and its missing parents (mode 0755), path itself with mode (an
+ * existing one is left as it is). Returns 0 or -1 (errno set).
+ */
+int mkdir_parents(const char *path, mode_t mode);
+
 /* Write all of buf, retrying on EINTR; returns 0 or -1 (errno set). */
 int write_all(int fd, const void *buf, size_t len);
 

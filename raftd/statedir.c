@@ -14,35 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-    char tmp[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof(tmp)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(tmp, path, n + 1);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 int statedir_open(struct statedir *sd, const char *path, char *why, size_t whylen)
 {
     struct stat st;
     sd->lock_fd = -1;
     snprintf(sd->path, sizeof(sd->path), "%s", path);
 
-    if (mkdir_p(path, 0700) < 0) {
+    if (mkdir_parents(path, 0700) < 0) {
         snprintf(why, whylen, "state dir %s: cannot create: %s", path, strerror(errno));
         return EXIT_CANTCREAT;
     }

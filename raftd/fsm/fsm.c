@@ -520,6 +520,14 @@ int fsm_restore(struct fsm *f, const uint8_t *bytes, size_t len, char *err, size
         return rc;
     }
     fresh.ctr = f->ctr; /* this process's counters go on */
+    /*
+     * So does the leader's event record; the state changed wholesale, so a scheduler pass
+     * and a look at the nodes are due (the leader reconciles its jobs on its own).
+     */
+    fresh.ev = f->ev;
+    memset(&f->ev, 0, sizeof(f->ev));
+    fsm_ev_schedule(&fresh.ev);
+    fsm_ev_nodes(&fresh.ev);
     fsm_state_free(f);
     *f = fresh;
     return FSM_OK;
@@ -559,4 +567,5 @@ void fsm_stats(const struct fsm *f, struct fsm_stats *out)
     out->duplicates = f->ctr.duplicates;
     out->purged_jobs = f->ctr.purged_jobs;
     out->expired_sessions = f->ctr.expired_sessions;
+    out->alloc_skipped = f->ctr.alloc_skipped;
 }

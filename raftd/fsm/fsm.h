@@ -321,6 +321,7 @@ struct fsm_stats {
     uint64_t duplicates;  /* writes answered from a session */
     uint64_t purged_jobs;
     uint64_t expired_sessions; /* expired or evicted */
+    uint64_t alloc_skipped;    /* JobsAllocated allocations that no longer fit at apply */
 };
 
 void fsm_stats(const struct fsm *f, struct fsm_stats *out);

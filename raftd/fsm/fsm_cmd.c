@@ -4,6 +4,8 @@
  */
 #include "fsm_cmd.h"
 
+#include "fsm_events.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,9 +21,17 @@
 #define C_CONFLICT  SPUR__API__CODE__CODE_CONFLICT
 #define C_TOO_LARGE SPUR__API__CODE__CODE_TOO_LARGE
 
-#define JS_PENDING    SPUR__API__JOB_STATE__JOB_PENDING
-#define JS_RUNNING    SPUR__API__JOB_STATE__JOB_RUNNING
-#define JS_COMPLETING SPUR__API__JOB_STATE__JOB_COMPLETING
+#define JS_PENDING       SPUR__API__JOB_STATE__JOB_PENDING
+#define JS_RUNNING       SPUR__API__JOB_STATE__JOB_RUNNING
+#define JS_COMPLETING    SPUR__API__JOB_STATE__JOB_COMPLETING
+#define JS_CONFIGURING   SPUR__API__JOB_STATE__JOB_CONFIGURING
+#define JS_OUT_OF_MEMORY SPUR__API__JOB_STATE__JOB_OUT_OF_MEMORY
+
+/* A failed launch puts the job back with this back-off, doubling per restart, capped. */
+#define LAUNCH_BACKOFF_MS     10000u
+#define LAUNCH_BACKOFF_MAX_MS 600000u
+/* Failed launches in a row that drain a node. */
+#define LAUNCH_FAILURES_DRAIN 3u
 
 /* ---- results -------------------------------------------------------------------------- */
 
@@ -147,7 +157,7 @@ static struct fsm_node *find_node(struct fsm *f, const char *name, struct fsm_cm
     return node;
 }
 
-/* ---- job endings ---------------------------------------------------------------------- */
+/* ---- job endings and requeues ------------------------------------------------------------ */
 
 static void finish_job(struct fsm *f, struct fsm_job *job, int state, int end_reason)
 {
@@ -155,54 +165,135 @@ static void finish_job(struct fsm *f, struct fsm_job *job, int state, int end_re
     job->end_reason = (uint8_t)end_reason;
     job->held = false;
     fsm_jobs_set_state(&f->jobs, job, state);
+    fsm_ev_schedule(&f->ev);
 }
 
-/* The last node of a running job reported: decide how it ended. */
+/*
+ * Every part of the job is done: decide how it ended. A cancel wins over every outcome;
+ * then the memory limit, the time limit, an exit code or signal.
+ */
 static void conclude_job(struct fsm *f, struct fsm_job *job)
 {
     if (job->cancel_requested)
         finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
+    else if (job->oom)
+        finish_job(f, job, JS_OUT_OF_MEMORY, FSM_END_OUT_OF_MEMORY);
     else if (job->timed_out)
         finish_job(f, job, SPUR__API__JOB_STATE__JOB_TIMEOUT, FSM_END_TIME_LIMIT);
-    else if (job->exit_code != 0)
+    else if (job->exit_code != 0 || job->exit_signal != 0)
         finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_NONZERO_EXIT);
     else
         finish_job(f, job, SPUR__API__JOB_STATE__JOB_COMPLETED, FSM_END_NONE);
 }
 
+static void release_all(struct fsm *f, struct fsm_job *job)
+{
+    for (uint32_t k = 0; job->run != NULL && k < job->run->n; k++)
+        fsm_state_release_part(f, job, k);
+}
+
+/* The outcome of an attempt, cleared when a new attempt is placed or the job requeued. */
+static void clear_outcome(struct fsm_job *job)
+{
+    job->exit_code = 0;
+    job->exit_signal = 0;
+    job->oom = false;
+    job->timed_out = false;
+}
+
 /*
- * Cancel a job that is not finished: a pending one ends CANCELLED now; a running one is
- * marked, goes COMPLETING, and ends CANCELLED when its nodes report.
+ * Back to PENDING: the attempt's parts released and killed wherever they still run, the
+ * run dropped (the attempt number stays; the next placement adds one), restarts + 1.
  */
-static void cancel_active(struct fsm *f, struct fsm_job *job)
+static int requeue_job(struct fsm *f, struct fsm_job *job, uint64_t eligible_ms)
+{
+    if (fsm_ev_kill(&f->ev, job) != 0)
+        return FSM_ENOMEM;
+    release_all(f, job);
+    fsm_jobs_clear_run(&f->jobs, job);
+    clear_outcome(job);
+    job->start_ms = 0;
+    job->restarts++;
+    job->eligible_ms = eligible_ms;
+    fsm_jobs_set_state(&f->jobs, job, JS_PENDING);
+    fsm_ev_schedule(&f->ev);
+    return FSM_OK;
+}
+
+/*
+ * A placed job lost one of its nodes (the node went down, stopped answering, or its agent
+ * no longer knows the attempt): requeued with --requeue, else NODE_FAIL; either way the
+ * other nodes must kill the attempt.
+ */
+static int lose_job(struct fsm *f, struct fsm_job *job)
+{
+    if (job->requeue)
+        return requeue_job(f, job, f->now_ms);
+    if (fsm_ev_kill(&f->ev, job) != 0)
+        return FSM_ENOMEM;
+    release_all(f, job);
+    finish_job(f, job, SPUR__API__JOB_STATE__JOB_NODE_FAIL, FSM_END_NODE_FAIL);
+    return FSM_OK;
+}
+
+/*
+ * The part of a placed job on its i-th node is over without an outcome of its own (the
+ * node was lost, the launch there failed or never happened). A cancelled job just counts
+ * the part done and ends CANCELLED with its last part; any other loses the node.
+ */
+static int part_lost(struct fsm *f, struct fsm_job *job, uint32_t i)
+{
+    if (!job->cancel_requested)
+        return lose_job(f, job);
+    fsm_state_release_part(f, job, i);
+    fsm_ev_schedule(&f->ev);
+    if (job->run->ndone == job->run->n)
+        conclude_job(f, job);
+    return FSM_OK;
+}
+
+/*
+ * Cancel a job that is not finished: a pending one ends CANCELLED now; a placed one is
+ * marked, goes COMPLETING, its agents are told to end it (a kill event), and it ends
+ * CANCELLED when its nodes report.
+ */
+static int cancel_active(struct fsm *f, struct fsm_job *job)
 {
     if (job->state == JS_PENDING) {
         finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
-        return;
+        return FSM_OK;
     }
     job->cancel_requested = true;
-    if (job->state == JS_RUNNING)
+    if (job->state == JS_RUNNING || job->state == JS_CONFIGURING)
         fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
+    return fsm_ev_kill(&f->ev, job) == 0 ? FSM_OK : FSM_ENOMEM;
 }
 
-/* Every running job with an unfinished part on node fails with NODE_FAIL. */
-static void fail_jobs_on(struct fsm *f, const struct fsm_node *node)
+/* The index of node in a placed job's run, or run->n. */
+static uint32_t run_index(const struct fsm_job *job, const char *node)
+{
+    uint32_t i = 0;
+    while (i < job->run->n && strcmp(job->run->nodes[i], node) != 0)
+        i++;
+    return i;
+}
+
+/* Every placed job with an unfinished part on node loses it (see part_lost()). */
+static int jobs_lost_on(struct fsm *f, const struct fsm_node *node)
 {
     if (node->njobs == 0)
-        return;
+        return FSM_OK;
     for (size_t i = 0; i < f->jobs.norder; i++) {
         struct fsm_job *job = f->jobs.order[i];
-        if (job == NULL || job->run == NULL || fsm_job_state_final(job->state))
+        if (job == NULL || job->run == NULL || !fsm_job_state_placed(job->state))
             continue;
-        bool here = false;
-        for (uint32_t k = 0; k < job->run->n && !here; k++)
-            here = !job->run->done[k] && strcmp(job->run->nodes[k], node->name) == 0;
-        if (!here)
+        uint32_t k = run_index(job, node->name);
+        if (k == job->run->n || job->run->done[k])
             continue;
-        for (uint32_t k = 0; k < job->run->n; k++)
-            fsm_state_release_part(f, job, k);
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_NODE_FAIL, FSM_END_NODE_DOWN);
+        if (part_lost(f, job, k) != FSM_OK)
+            return FSM_ENOMEM;
     }
+    return FSM_OK;
 }
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -262,7 +353,8 @@ static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_c
                      f->max_script_bytes);
         return FSM_OK;
     }
-    if (!check_spec_strings(r, s))
+    if (!check_spec_strings(r, s) ||
+        !check_text(r, "the account", PB_STR(s->account), FSM_USER_MAX))
         return FSM_OK;
 
     const struct fsm_part *p;
@@ -363,6 +455,8 @@ static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_c
         return FSM_ENOMEM;
     }
     f->next_job_id++;
+    if (!job->held)
+        fsm_ev_schedule(&f->ev);
     r->code = C_OK;
     r->kind = FSM_RES_SUBMIT;
     r->job_id = job->id;
@@ -379,7 +473,8 @@ static int cmd_cancel(struct fsm *f, const Spur__Api__JobIdRequest *req, struct 
                      fsm_job_state_name(job->state));
         return FSM_OK;
     }
-    cancel_active(f, job);
+    if (cancel_active(f, job) != FSM_OK)
+        return FSM_ENOMEM;
     done(r);
     return FSM_OK;
 }
@@ -427,8 +522,8 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
                 rc = idlist_push(&r->already_done, ids[i]);
             } else {
                 rc = idlist_push(&r->cancelled, ids[i]);
-                if (rc == 0)
-                    cancel_active(f, job);
+                if (rc == 0 && cancel_active(f, job) != FSM_OK)
+                    rc = -1;
             }
         }
         free(ids);
@@ -438,9 +533,8 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
         struct fsm_job *job = f->jobs.order[i];
         if (job == NULL || fsm_job_state_final(job->state) || !fsm_job_filter_match(job, &flt))
             continue;
-        if (idlist_push(&r->cancelled, job->id) != 0)
+        if (idlist_push(&r->cancelled, job->id) != 0 || cancel_active(f, job) != FSM_OK)
             return FSM_ENOMEM;
-        cancel_active(f, job);
     }
     return FSM_OK;
 }
@@ -464,6 +558,7 @@ static int cmd_hold(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fs
         return FSM_OK;
     job->held = true;
     job->eligible_ms = 0;
+    fsm_ev_schedule(&f->ev); /* a reservation it held may go to another job */
     done(r);
     return FSM_OK;
 }
@@ -476,6 +571,7 @@ static int cmd_release(struct fsm *f, const Spur__Api__JobIdRequest *req, struct
     if (job->held) {
         job->held = false;
         job->eligible_ms = f->now_ms;
+        fsm_ev_schedule(&f->ev);
     }
     done(r);
     return FSM_OK;
@@ -516,7 +612,10 @@ static int cmd_update_node(struct fsm *f, const Spur__Api__UpdateNodeRequest *u,
         if (fsm_node_set_reason(node, reason, f->now_ms) != 0)
             return FSM_ENOMEM;
         node->down = true;
-        fail_jobs_on(f, node);
+        node->not_responding = false; /* an operator's down: only an operator clears it */
+        fsm_ev_nodes(&f->ev);
+        if (jobs_lost_on(f, node) != FSM_OK)
+            return FSM_ENOMEM;
     } else if (strcasecmp(st, "resume") == 0 || strcasecmp(st, "idle") == 0) {
         if (!node->down && !node->drain) {
             fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" is not down, drained or draining", node->name);
@@ -524,15 +623,21 @@ static int cmd_update_node(struct fsm *f, const Spur__Api__UpdateNodeRequest *u,
         }
         node->down = false;
         node->drain = false;
+        node->not_responding = false;
+        node->launch_failures = 0;
         fsm_node_set_reason(node, NULL, 0);
+        fsm_ev_nodes(&f->ev);
+        fsm_ev_schedule(&f->ev);
     } else if (strcasecmp(st, "undrain") == 0) {
         if (!node->drain) {
             fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" is not drained or draining", node->name);
             return FSM_OK;
         }
         node->drain = false;
+        node->launch_failures = 0;
         if (!node->down)
             fsm_node_set_reason(node, NULL, 0);
+        fsm_ev_schedule(&f->ev);
     } else {
         fsm_cmd_fail(r, C_INVALID, "unknown node state \"%.32s\"; use drain, resume, down or idle",
                      st);
@@ -596,12 +701,37 @@ static int cmd_register_node(struct fsm *f, const Spur__Api__RegisterNodeRequest
     node->mem_mb = q->mem_mb;
     node->registered = true;
     node->last_seen_ms = f->now_ms;
+    if (q->from_agent && node->not_responding) {
+        /* Its agent is back: undo what NodesNotResponding did, and only that. */
+        node->not_responding = false;
+        node->down = false;
+        if (!node->drain)
+            fsm_node_set_reason(node, NULL, 0);
+    }
+    fsm_ev_nodes(&f->ev);
+    fsm_ev_schedule(&f->ev);
     done(r);
     return FSM_OK;
 }
 
+/*
+ * The agents that answered the leader: names[] (unknown or unregistered names skipped),
+ * and the single name of older entries, which must exist.
+ */
 static int cmd_heartbeat(struct fsm *f, const Spur__Fsm__NodeHeartbeat *h, struct fsm_cmd_result *r)
 {
+    if (h != NULL && h->n_names > 0) {
+        for (size_t i = 0; i < h->n_names; i++) {
+            struct fsm_node *n = fsm_nodes_find(&f->nodes, PB_STR(h->names[i]));
+            if (n != NULL && n->registered)
+                n->last_seen_ms = f->now_ms;
+        }
+        struct fsm_node *n = fsm_nodes_find(&f->nodes, PB_STR(h->name));
+        if (n != NULL && n->registered)
+            n->last_seen_ms = f->now_ms;
+        done(r);
+        return FSM_OK;
+    }
     struct fsm_node *node = find_node(f, h != NULL ? PB_STR(h->name) : "", r);
     if (node == NULL)
         return FSM_OK;
@@ -633,6 +763,7 @@ static int cmd_set_partitions(struct fsm *f, const Spur__Fsm__SetPartitions *sp,
     }
     if (fsm_nodes_set_parts(&f->nodes, parts, n) != 0)
         return FSM_ENOMEM;
+    fsm_ev_schedule(&f->ev);
     done(r);
     return FSM_OK;
 }
@@ -660,43 +791,50 @@ static int cmd_set_settings(struct fsm *f, const Spur__Fsm__SetSettings *s,
     return FSM_OK;
 }
 
-/* ---- running jobs (the scheduler and the node agents of a later issue) ---------------- */
+/* ---- running jobs: placement, start, reports, failed launches, lost nodes ---------------- */
 
-static int cmd_job_started(struct fsm *f, const Spur__Fsm__JobStarted *js, struct fsm_cmd_result *r)
+/*
+ * Whether job (PENDING, not held) may be placed on these nodes now: exactly job->nodes
+ * distinct, existing nodes of its partition (which is up), each usable with the job's
+ * CPUs and memory free. false with r set to the reason otherwise.
+ */
+static bool check_placement(struct fsm *f, const struct fsm_job *job, char *const *nodes, size_t n,
+                            struct fsm_cmd_result *r)
 {
-    struct fsm_job *job = find_job(f, js != NULL ? js->job_id : 0, r);
-    if (job == NULL)
-        return FSM_OK;
     if (job->state != JS_PENDING) {
         fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not pending (%s)", job->id,
                      fsm_job_state_name(job->state));
-        return FSM_OK;
+        return false;
     }
     if (job->held) {
         fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is held", job->id);
-        return FSM_OK;
+        return false;
     }
-    if (js->n_nodes != job->nodes) {
+    if (n != job->nodes) {
         fsm_cmd_fail(r, C_INVALID, "job %" PRIu64 " needs %u nodes, not %zu", job->id, job->nodes,
-                     js->n_nodes);
-        return FSM_OK;
+                     n);
+        return false;
     }
     const struct fsm_part *p = fsm_nodes_part(&f->nodes, job->partition);
+    if (p != NULL && !p->up) {
+        fsm_cmd_fail(r, C_CONFLICT, "partition %s is down", p->name);
+        return false;
+    }
     uint64_t cpus = fsm_job_cpus_per_node(job);
-    for (size_t i = 0; i < js->n_nodes; i++) {
-        const char *name = PB_STR(js->nodes[i]);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = PB_STR(nodes[i]);
         const struct fsm_node *node = find_node(f, name, r);
         if (node == NULL)
-            return FSM_OK;
+            return false;
         for (size_t k = 0; k < i; k++) {
-            if (strcmp(name, PB_STR(js->nodes[k])) == 0) {
+            if (strcmp(name, PB_STR(nodes[k])) == 0) {
                 fsm_cmd_fail(r, C_INVALID, "node \"%s\" is named twice", name);
-                return FSM_OK;
+                return false;
             }
         }
         if (p == NULL || !fsm_part_has_node(p, name)) {
             fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" is not in partition %s", name, job->partition);
-            return FSM_OK;
+            return false;
         }
         uint64_t free_cpus = node->cpus > node->alloc_cpus ? node->cpus - node->alloc_cpus : 0;
         uint64_t free_mem =
@@ -704,50 +842,270 @@ static int cmd_job_started(struct fsm *f, const Spur__Fsm__JobStarted *js, struc
         if (!fsm_node_usable(node) || free_cpus < cpus || (job->mem_mb && free_mem < job->mem_mb)) {
             fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" cannot take job %" PRIu64 " now", name,
                          job->id);
-            return FSM_OK;
+            return false;
         }
     }
-    if (fsm_jobs_set_run(&f->jobs, job, js->nodes, (uint32_t)js->n_nodes) != 0)
+    return true;
+}
+
+/* Place a checked job: a new attempt on these nodes, charged, in state (CONFIGURING or
+ * RUNNING). */
+static int place_job(struct fsm *f, struct fsm_job *job, char *const *nodes, size_t n, int state)
+{
+    if (fsm_jobs_set_run(&f->jobs, job, nodes, (uint32_t)n) != 0)
+        return FSM_ENOMEM;
+    job->attempt++;
+    clear_outcome(job);
+    fsm_jobs_set_state(&f->jobs, job, state);
+    fsm_state_alloc_job(f, job);
+    return FSM_OK;
+}
+
+/* The agents of the job's nodes started it: those nodes' failure counts start over. */
+static void launch_succeeded(struct fsm *f, struct fsm_job *job)
+{
+    job->start_ms = f->now_ms;
+    for (uint32_t i = 0; i < job->run->n; i++) {
+        struct fsm_node *node = fsm_nodes_find(&f->nodes, job->run->nodes[i]);
+        if (node != NULL)
+            node->launch_failures = 0;
+    }
+}
+
+/* Place and start in one step, without agents (tests, benches). */
+static int cmd_job_started(struct fsm *f, const Spur__Fsm__JobStarted *js, struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, js != NULL ? js->job_id : 0, r);
+    if (job == NULL || !check_placement(f, job, js->nodes, js->n_nodes, r))
+        return FSM_OK;
+    if (place_job(f, job, js->nodes, js->n_nodes, JS_RUNNING) != FSM_OK)
         return FSM_ENOMEM;
     job->start_ms = f->now_ms;
-    fsm_jobs_set_state(&f->jobs, job, JS_RUNNING);
-    fsm_state_alloc_job(f, job);
     done(r);
+    return FSM_OK;
+}
+
+/* A scheduler pass: each allocation that still fits places its job (CONFIGURING). */
+static int cmd_jobs_allocated(struct fsm *f, const Spur__Fsm__JobsAllocated *ja,
+                              struct fsm_cmd_result *r)
+{
+    size_t n = ja != NULL ? ja->n_allocations : 0;
+    for (size_t i = 0; i < n; i++) {
+        const Spur__Fsm__Allocation *a = ja->allocations[i];
+        struct fsm_cmd_result why;
+        fsm_cmd_result_init(&why);
+        struct fsm_job *job = a != NULL ? fsm_jobs_find(&f->jobs, a->job_id) : NULL;
+        if (job == NULL || job->eligible_ms > f->now_ms ||
+            !check_placement(f, job, a->nodes, a->n_nodes, &why)) {
+            /* Stale (the state moved since the pass): the next pass looks again. */
+            f->ctr.alloc_skipped++;
+            fsm_ev_schedule(&f->ev);
+            continue;
+        }
+        if (place_job(f, job, a->nodes, a->n_nodes, JS_CONFIGURING) != FSM_OK ||
+            fsm_ev_launch(&f->ev, job) != 0)
+            return FSM_ENOMEM;
+    }
+    done(r);
+    return FSM_OK;
+}
+
+/* Every agent confirmed the launch of (job, attempt): RUNNING. Anything else: ignored. */
+static int cmd_jobs_started(struct fsm *f, const Spur__Fsm__JobsStarted *js,
+                            struct fsm_cmd_result *r)
+{
+    size_t n = js != NULL ? js->n_starts : 0;
+    for (size_t i = 0; i < n; i++) {
+        const Spur__Fsm__JobStart *st = js->starts[i];
+        struct fsm_job *job = st != NULL ? fsm_jobs_find(&f->jobs, st->job_id) : NULL;
+        if (job == NULL || job->run == NULL || job->attempt != st->attempt)
+            continue;
+        if (job->state == JS_CONFIGURING) {
+            launch_succeeded(f, job);
+            fsm_jobs_set_state(&f->jobs, job, JS_RUNNING);
+        } else if (job->state == JS_COMPLETING && job->start_ms == 0) {
+            launch_succeeded(f, job); /* cancelled or ended while configuring */
+        }
+    }
+    done(r);
+    return FSM_OK;
+}
+
+/*
+ * One node's report of a job. A report for a finished job, another attempt, an abandoned
+ * attempt (the job is pending again) or a part already done is answered OK and changes
+ * nothing, so the leader acks it to the agent. The other refusals are the single
+ * JobCompleted's of before: unknown job (NOT_FOUND), attempt 0 for a job not placed
+ * (CONFLICT), a node the job does not run on (INVALID).
+ */
+static int apply_report(struct fsm *f, const Spur__Fsm__JobCompleted *jc, struct fsm_cmd_result *r)
+{
+    if (fsm_ev_reported(&f->ev, jc->job_id, jc->attempt, PB_STR(jc->node)) != 0)
+        return FSM_ENOMEM;
+    struct fsm_job *job = find_job(f, jc->job_id, r);
+    if (job == NULL)
+        return FSM_OK;
+    done(r);
+    if (fsm_job_state_final(job->state) || (jc->attempt != 0 && jc->attempt != job->attempt))
+        return FSM_OK;
+    if (!fsm_job_state_placed(job->state) || job->run == NULL) {
+        if (jc->attempt == 0)
+            fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not running (%s)", job->id,
+                         fsm_job_state_name(job->state));
+        return FSM_OK;
+    }
+    const char *name = PB_STR(jc->node);
+    uint32_t i = run_index(job, name);
+    if (i == job->run->n) {
+        fsm_cmd_fail(r, C_INVALID, "job %" PRIu64 " does not run on node \"%.64s\"", job->id, name);
+        return FSM_OK;
+    }
+    if (job->run->done[i])
+        return FSM_OK;
+    if (jc->lost)
+        return part_lost(f, job, i);
+    if (job->state == JS_CONFIGURING && !jc->never_ran) {
+        /* Ended before the leader proposed RUNNING: it did start. */
+        if (job->start_ms == 0)
+            job->start_ms = f->now_ms;
+        struct fsm_node *node = fsm_nodes_find(&f->nodes, name);
+        if (node != NULL)
+            node->launch_failures = 0;
+        fsm_jobs_set_state(&f->jobs, job, JS_RUNNING);
+    }
+    fsm_state_release_part(f, job, i);
+    fsm_ev_schedule(&f->ev);
+    if (!jc->never_ran) {
+        if (jc->exit_code != 0 && job->exit_code == 0)
+            job->exit_code = jc->exit_code;
+        if (jc->signal != 0 && job->exit_signal == 0)
+            job->exit_signal = jc->signal;
+        job->oom |= jc->oom;
+        job->timed_out |= jc->timed_out;
+    }
+    if (job->run->ndone == job->run->n)
+        conclude_job(f, job);
+    else if (job->state == JS_RUNNING || job->state == JS_CONFIGURING)
+        fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
     return FSM_OK;
 }
 
 static int cmd_job_completed(struct fsm *f, const Spur__Fsm__JobCompleted *jc,
                              struct fsm_cmd_result *r)
 {
-    struct fsm_job *job = find_job(f, jc != NULL ? jc->job_id : 0, r);
-    if (job == NULL)
-        return FSM_OK;
-    if ((job->state != JS_RUNNING && job->state != JS_COMPLETING) || job->run == NULL) {
-        fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not running (%s)", job->id,
-                     fsm_job_state_name(job->state));
+    if (jc == NULL) {
+        fsm_cmd_fail(r, C_INVALID, "job id 0 is not valid");
         return FSM_OK;
     }
-    const char *name = PB_STR(jc->node);
-    uint32_t i = 0;
-    while (i < job->run->n && strcmp(job->run->nodes[i], name) != 0)
-        i++;
+    return apply_report(f, jc, r);
+}
+
+/* A batch of reports: each applies as a JobCompleted; one that is refused changes nothing. */
+static int cmd_jobs_completed(struct fsm *f, const Spur__Fsm__JobsCompleted *jc,
+                              struct fsm_cmd_result *r)
+{
+    size_t n = jc != NULL ? jc->n_reports : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (jc->reports[i] == NULL)
+            continue;
+        struct fsm_cmd_result one;
+        fsm_cmd_result_init(&one);
+        if (apply_report(f, jc->reports[i], &one) != FSM_OK)
+            return FSM_ENOMEM;
+    }
+    done(r);
+    return FSM_OK;
+}
+
+/* The agent's words, made a node reason: control characters blanked, cut to fit. */
+static int drain_for_launch(struct fsm *f, struct fsm_node *node, const char *why)
+{
+    char reason[FSM_REASON_MAX + 1];
+    snprintf(reason, sizeof(reason), "launch failed: %s", why[0] ? why : "unknown error");
+    for (char *c = reason; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = ' ';
+    if (fsm_node_set_reason(node, reason, f->now_ms) != 0)
+        return FSM_ENOMEM;
+    node->drain = true;
+    return FSM_OK;
+}
+
+static uint64_t launch_backoff_ms(uint32_t restarts)
+{
+    uint64_t ms = LAUNCH_BACKOFF_MS;
+    for (uint32_t k = 1; k < restarts && ms < LAUNCH_BACKOFF_MAX_MS; k++)
+        ms *= 2;
+    return ms < LAUNCH_BACKOFF_MAX_MS ? ms : LAUNCH_BACKOFF_MAX_MS;
+}
+
+/*
+ * An agent refused the launch of (job, attempt). node_fault: the job goes back to the
+ * queue with a back-off and the node's failure count grows (drained at 3). Otherwise the
+ * job cannot run anywhere: FAILED, JobLaunchFailure. A report for another attempt, a job
+ * no longer configuring or a part already done changes nothing; for a job cancelled while
+ * configuring it only marks the part done.
+ */
+static int cmd_job_launch_failed(struct fsm *f, const Spur__Fsm__JobLaunchFailed *lf,
+                                 struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, lf != NULL ? lf->job_id : 0, r);
+    if (job == NULL)
+        return FSM_OK;
+    done(r);
+    if (!fsm_job_state_placed(job->state) || job->run == NULL ||
+        (lf->attempt != 0 && lf->attempt != job->attempt))
+        return FSM_OK;
+    const char *name = PB_STR(lf->node);
+    uint32_t i = run_index(job, name);
     if (i == job->run->n) {
         fsm_cmd_fail(r, C_INVALID, "job %" PRIu64 " does not run on node \"%.64s\"", job->id, name);
         return FSM_OK;
     }
-    if (job->run->done[i]) {
-        fsm_cmd_fail(r, C_CONFLICT, "node \"%s\" already reported job %" PRIu64, name, job->id);
+    if (job->run->done[i])
+        return FSM_OK;
+    if (job->cancel_requested)
+        return part_lost(f, job, i);
+    if (job->state == JS_RUNNING)
+        return FSM_OK; /* every agent had confirmed: this refusal is late news */
+    if (!lf->node_fault) {
+        if (fsm_ev_kill(&f->ev, job) != 0)
+            return FSM_ENOMEM;
+        release_all(f, job);
+        finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_LAUNCH_FAILED);
         return FSM_OK;
     }
-    fsm_state_release_part(f, job, i);
-    if (jc->exit_code != 0 && job->exit_code == 0)
-        job->exit_code = jc->exit_code;
-    if (jc->timed_out)
-        job->timed_out = true;
-    if (job->run->ndone == job->run->n)
-        conclude_job(f, job);
-    else if (job->state == JS_RUNNING)
-        fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
+    struct fsm_node *node = fsm_nodes_find(&f->nodes, name);
+    if (node != NULL) {
+        node->launch_failures++;
+        if (node->launch_failures >= LAUNCH_FAILURES_DRAIN && !node->drain &&
+            drain_for_launch(f, node, PB_STR(lf->reason)) != FSM_OK)
+            return FSM_ENOMEM;
+    }
+    return requeue_job(f, job, f->now_ms + launch_backoff_ms(job->restarts + 1));
+}
+
+/*
+ * The leader's agent timeout: each named, registered node not already down goes DOWN
+ * ("Not responding", marked not_responding so its agent's next registration undoes it);
+ * its jobs lose the node. Unknown names are skipped.
+ */
+static int cmd_nodes_not_responding(struct fsm *f, const Spur__Fsm__NodesNotResponding *nr,
+                                    struct fsm_cmd_result *r)
+{
+    size_t n = nr != NULL ? nr->n_names : 0;
+    for (size_t i = 0; i < n; i++) {
+        struct fsm_node *node = fsm_nodes_find(&f->nodes, PB_STR(nr->names[i]));
+        if (node == NULL || !node->registered || node->down)
+            continue;
+        if (!node->drain && fsm_node_set_reason(node, "Not responding", f->now_ms) != 0)
+            return FSM_ENOMEM;
+        node->down = true;
+        node->not_responding = true;
+        fsm_ev_nodes(&f->ev);
+        if (jobs_lost_on(f, node) != FSM_OK)
+            return FSM_ENOMEM;
+    }
     done(r);
     return FSM_OK;
 }
@@ -784,6 +1142,17 @@ int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_r
         return cmd_job_completed(f, cmd->job_completed, r);
     case SPUR__FSM__COMMAND__OP_NODE_HEARTBEAT:
         return cmd_heartbeat(f, cmd->node_heartbeat, r);
+    case SPUR__FSM__COMMAND__OP_JOBS_ALLOCATED:
+        fsm_ev_alloc_entry(&f->ev);
+        return cmd_jobs_allocated(f, cmd->jobs_allocated, r);
+    case SPUR__FSM__COMMAND__OP_JOBS_STARTED:
+        return cmd_jobs_started(f, cmd->jobs_started, r);
+    case SPUR__FSM__COMMAND__OP_JOBS_COMPLETED:
+        return cmd_jobs_completed(f, cmd->jobs_completed, r);
+    case SPUR__FSM__COMMAND__OP_JOB_LAUNCH_FAILED:
+        return cmd_job_launch_failed(f, cmd->job_launch_failed, r);
+    case SPUR__FSM__COMMAND__OP_NODES_NOT_RESPONDING:
+        return cmd_nodes_not_responding(f, cmd->nodes_not_responding, r);
     case SPUR__FSM__COMMAND__OP__NOT_SET:
     default:
         fsm_cmd_fail(r, C_INVALID, "log entry without an operation (or one this build lacks)");

@@ -9,6 +9,14 @@
  *   - It reads nothing but the state and the command; every timestamp it records is the
  *     log clock (f->now_ms), which the caller advances before calling.
  *   - It does not deal with sessions, retention or the log clock: fsm.c does, around it.
+ *   - Lifecycle reports from the leader (JobsCompleted, JobsStarted, JobLaunchFailed) for
+ *     another attempt, a finished job or a part already done are answered OK and change
+ *     nothing, so a report sent twice (an agent resends until acked) is harmless. Batch
+ *     commands (JobsAllocated, JobsStarted, JobsCompleted, NodesNotResponding) check each
+ *     item on its own, as the state is when it applies, skip the ones that no longer fit,
+ *     and answer OK.
+ *   - As it applies, it records what the leader must do in f->ev (fsm_events.h); nothing
+ *     it decides reads that record.
  *
  * Ownership: a struct fsm_cmd_result owns its id lists; fsm_cmd_result_free() frees them.
  */

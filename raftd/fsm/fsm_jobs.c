@@ -13,10 +13,7 @@
 #define PB_STR(s) ((s) != NULL ? (s) : "")
 
 static const char *const end_reason_names[FSM_END_NREASONS] = {
-    "None",
-    "NonZeroExitCode",
-    "TimeLimit",
-    "NodeDown",
+    "None", "NonZeroExitCode", "TimeLimit", "NodeFail", "OutOfMemory", "JobLaunchFailure",
 };
 
 const char *fsm_job_state_name(int state)
@@ -33,8 +30,16 @@ const char *fsm_end_reason_name(int reason)
 
 bool fsm_job_state_final(int state)
 {
-    return state >= SPUR__API__JOB_STATE__JOB_COMPLETED &&
-           state <= SPUR__API__JOB_STATE__JOB_NODE_FAIL;
+    return (state >= SPUR__API__JOB_STATE__JOB_COMPLETED &&
+            state <= SPUR__API__JOB_STATE__JOB_NODE_FAIL) ||
+           state == SPUR__API__JOB_STATE__JOB_OUT_OF_MEMORY;
+}
+
+bool fsm_job_state_placed(int state)
+{
+    return state == SPUR__API__JOB_STATE__JOB_CONFIGURING ||
+           state == SPUR__API__JOB_STATE__JOB_RUNNING ||
+           state == SPUR__API__JOB_STATE__JOB_COMPLETING;
 }
 
 uint64_t fsm_job_cpus_per_node(const struct fsm_job *job)
@@ -58,9 +63,9 @@ static char *put_str(char **at, const char *s)
 
 struct fsm_job *fsm_job_new(const Spur__Api__JobSpec *spec, const char *user, const char *partition)
 {
-    const char *strs[] = {PB_STR(spec->name),        partition,
-                          PB_STR(spec->stdout_path), PB_STR(spec->stderr_path),
-                          PB_STR(spec->workdir),     user};
+    const char *strs[] = {
+        PB_STR(spec->name),    partition, PB_STR(spec->stdout_path), PB_STR(spec->stderr_path),
+        PB_STR(spec->workdir), user,      PB_STR(spec->account)};
     size_t nstr = sizeof(strs) / sizeof(strs[0]);
     size_t nenv = spec->n_env;
     size_t script_len = spec->script.data != NULL ? spec->script.len : 0;
@@ -89,6 +94,7 @@ struct fsm_job *fsm_job_new(const Spur__Api__JobSpec *spec, const char *user, co
     job->stderr_path = put_str(&at, strs[3]);
     job->workdir = put_str(&at, strs[4]);
     job->user = put_str(&at, strs[5]);
+    job->account = put_str(&at, strs[6]);
     for (size_t i = 0; i < nenv; i++)
         job->env[i] = put_str(&at, PB_STR(spec->env[i]));
     job->script = (uint8_t *)at;
@@ -97,6 +103,7 @@ struct fsm_job *fsm_job_new(const Spur__Api__JobSpec *spec, const char *user, co
     job->nenv = (uint32_t)nenv;
     job->script_len = (uint32_t)script_len;
     job->hold_requested = spec->hold;
+    job->requeue = spec->requeue;
     job->uid = spec->uid;
     job->gid = spec->gid;
     return job;
@@ -170,6 +177,8 @@ void fsm_job_fill_spec(const struct fsm_job *job, Spur__Api__JobSpec *spec, bool
     spec->user = job->user;
     spec->uid = job->uid;
     spec->gid = job->gid;
+    spec->requeue = job->requeue;
+    spec->account = job->account;
     if (full) {
         spec->script.data = job->script;
         spec->script.len = job->script_len;
@@ -246,6 +255,14 @@ int fsm_jobs_set_run(struct fsm_jobs *j, struct fsm_job *job, char *const *nodes
         return -1;
     j->bytes = j->bytes - before + fsm_job_bytes(job);
     return 0;
+}
+
+void fsm_jobs_clear_run(struct fsm_jobs *j, struct fsm_job *job)
+{
+    size_t before = fsm_job_bytes(job);
+    free(job->run);
+    job->run = NULL;
+    j->bytes = j->bytes - before + fsm_job_bytes(job);
 }
 
 void fsm_jobs_set_state(struct fsm_jobs *j, struct fsm_job *job, int state)
@@ -332,7 +349,8 @@ static bool str_in(const char *s, char *const *v, size_t n)
 static bool state_in(int state, const Spur__Api__JobState *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if ((int)v[i] == state)
+        if ((int)v[i] == state || ((int)v[i] == SPUR__API__JOB_STATE__JOB_RUNNING &&
+                                   state == SPUR__API__JOB_STATE__JOB_CONFIGURING))
             return true;
     return false;
 }

@@ -30,16 +30,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Why a job ended (JobRecord.end_reason); the names are Slurm's reason strings. */
+/*
+ * Why a job ended (JobRecord.end_reason); the names are Slurm's reason strings. The
+ * numbers are in snapshots: never renumbered.
+ */
 enum fsm_end_reason {
-    FSM_END_NONE = 0,         /* "None": completed, or cancelled by a user */
-    FSM_END_NONZERO_EXIT = 1, /* "NonZeroExitCode" */
-    FSM_END_TIME_LIMIT = 2,   /* "TimeLimit" */
-    FSM_END_NODE_DOWN = 3,    /* "NodeDown" */
-    FSM_END_NREASONS = 4,
+    FSM_END_NONE = 0,          /* "None": completed, or cancelled by a user */
+    FSM_END_NONZERO_EXIT = 1,  /* "NonZeroExitCode" (an exit code or a signal) */
+    FSM_END_TIME_LIMIT = 2,    /* "TimeLimit" */
+    FSM_END_NODE_FAIL = 3,     /* "NodeFail": a node went down or lost the job */
+    FSM_END_OUT_OF_MEMORY = 4, /* "OutOfMemory" */
+    FSM_END_LAUNCH_FAILED = 5, /* "JobLaunchFailure" */
+    FSM_END_NREASONS = 6,
 };
 
-/* The nodes a started job was placed on. One allocation: this header, flags, names. */
+/*
+ * The nodes a placed job (CONFIGURING and after) runs its current attempt on; a finished
+ * job keeps it, a requeued one drops it. One allocation: this header, flags, names.
+ */
 struct fsm_job_run {
     uint32_t n;     /* nodes, equal to the job's node count */
     uint32_t ndone; /* nodes whose part has finished */
@@ -52,7 +60,7 @@ struct fsm_job {
     uint64_t submit_ms;
     uint64_t start_ms;    /* 0 until started */
     uint64_t end_ms;      /* 0 until finished */
-    uint64_t eligible_ms; /* submit, or release of a held job; 0 while held */
+    uint64_t eligible_ms; /* submit, release, or the end of a launch back-off; 0 held */
     uint64_t mem_mb;      /* per node; 0: none requested */
     uint32_t nodes;       /* as accepted: defaults applied */
     uint32_t ntasks;
@@ -60,7 +68,10 @@ struct fsm_job {
     uint32_t time_limit_min; /* 0: unlimited */
     uint32_t uid;
     uint32_t gid;
-    int32_t exit_code;
+    int32_t exit_code;   /* first non-zero of the attempt's reports */
+    int32_t exit_signal; /* first non-zero signal of the attempt's reports */
+    uint32_t attempt;    /* placements so far: JobsAllocated / JobStarted add one */
+    uint32_t restarts;   /* times it went back to PENDING (requeue, failed launch) */
     uint32_t nenv;
     uint32_t script_len;
     uint8_t state;       /* Spur__Api__JobState */
@@ -69,6 +80,8 @@ struct fsm_job {
     bool held;
     bool cancel_requested; /* cancelled while running: ends CANCELLED */
     bool timed_out;        /* a node reported the time limit */
+    bool oom;              /* a node reported its cgroup's OOM kill */
+    bool requeue;          /* JobSpec.requeue: a node failure puts it back in the queue */
     size_t slot;           /* index in fsm_jobs.order */
     /* Into blob: */
     char *name;
@@ -77,6 +90,7 @@ struct fsm_job {
     char *stderr_path;
     char *workdir;
     char *user;
+    char *account;
     char **env;
     uint8_t *script;
     void *blob;               /* owned */
@@ -114,7 +128,10 @@ size_t fsm_job_bytes(const struct fsm_job *job);
 
 /* CPUs the job needs on each of its nodes: ceil(ntasks / nodes) * cpus_per_task. */
 uint64_t fsm_job_cpus_per_node(const struct fsm_job *job);
+/* COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY (not CONFIGURING). */
 bool fsm_job_state_final(int state);
+/* CONFIGURING, RUNNING or COMPLETING: placed on nodes, holding resources. */
+bool fsm_job_state_placed(int state);
 /* "PENDING", "RUNNING", ... ; "UNKNOWN" for a value out of range. */
 const char *fsm_job_state_name(int state);
 const char *fsm_end_reason_name(int reason);
@@ -128,6 +145,8 @@ int fsm_jobs_add(struct fsm_jobs *j, struct fsm_job *job);
 struct fsm_job *fsm_jobs_find(const struct fsm_jobs *j, uint64_t id);
 /* fsm_job_set_run() for a job in the table (keeps fsm_jobs.bytes). */
 int fsm_jobs_set_run(struct fsm_jobs *j, struct fsm_job *job, char *const *nodes, uint32_t n);
+/* Drop a job's run (a requeue: its parts must have been released). Keeps fsm_jobs.bytes. */
+void fsm_jobs_clear_run(struct fsm_jobs *j, struct fsm_job *job);
 /* Change a job's state, keeping the counts; a final state puts it on the finished list. */
 void fsm_jobs_set_state(struct fsm_jobs *j, struct fsm_job *job, int state);
 /* Remove and free the finished jobs whose end time is <= cutoff_ms. Returns how many. */
@@ -161,6 +180,7 @@ struct fsm_job_filter {
     size_t n_partitions;
 };
 
+/* A RUNNING in the states list also lets CONFIGURING through (Slurm's base state). */
 bool fsm_job_filter_match(const struct fsm_job *job, const struct fsm_job_filter *flt);
 
 /*

@@ -47,9 +47,11 @@ struct fsm_node {
     char *reason; /* owned, NULL when none */
     uint64_t reason_time_ms;
     uint64_t last_seen_ms;
+    uint32_t launch_failures; /* failed launches in a row; 3 drain the node */
     bool registered;
     bool down;
     bool drain;
+    bool not_responding; /* down was set by NodesNotResponding; its agent clears it */
 };
 
 struct fsm_part {

@@ -80,10 +80,16 @@ static void fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__
     out->end_time_ms = job->end_ms;
     out->eligible_time_ms = job->eligible_ms;
     out->exit_code = job->exit_code;
+    out->exit_signal = job->exit_signal;
     out->held = job->held;
+    out->attempt = job->attempt;
+    out->restarts = job->restarts;
+    out->batch_host = empty_str;
     if (job->run != NULL) {
         out->n_node_list = job->run->n;
         out->node_list = job->run->nodes;
+        if (job->run->n > 0)
+            out->batch_host = job->run->nodes[0];
     }
 }
 
@@ -244,6 +250,8 @@ static int fill_node(const struct fsm *f, const struct fsm_node *node, Spur__Api
     out->alloc_cpus = node->alloc_cpus;
     out->alloc_mem_mb = node->alloc_mem_mb;
     out->last_seen_ms = node->last_seen_ms;
+    out->launch_failures = node->launch_failures;
+    out->not_responding = node->not_responding;
     size_t np = 0;
     for (size_t i = 0; i < f->nodes.nparts; i++)
         if (fsm_part_has_node(&f->nodes.parts[i], node->name))

@@ -91,6 +91,8 @@ static int write_node(const struct fsm_node *node, struct buf *b)
     r.reason = node->reason != NULL ? node->reason : empty;
     r.reason_time_ms = node->reason_time_ms;
     r.last_seen_ms = node->last_seen_ms;
+    r.launch_failures = node->launch_failures;
+    r.not_responding = node->not_responding;
     return put_record(b, F_NODE, &r.base);
 }
 
@@ -129,6 +131,10 @@ static int write_job(const struct fsm_job *job, struct buf *b, struct flags *fl)
     r.end_reason = job->end_reason;
     r.cancel_requested = job->cancel_requested;
     r.timed_out = job->timed_out;
+    r.attempt = job->attempt;
+    r.restarts = job->restarts;
+    r.exit_signal = job->exit_signal;
+    r.oom = job->oom;
     if (job->run != NULL) {
         uint32_t n = job->run->n;
         if (n > fl->cap) {
@@ -270,6 +276,8 @@ static int node_from_record(struct reader *rd, const Spur__Fsm__NodeRecord *r)
     node->drain = r->drain;
     node->reason_time_ms = node->reason != NULL ? r->reason_time_ms : 0;
     node->last_seen_ms = r->last_seen_ms;
+    node->launch_failures = r->launch_failures;
+    node->not_responding = r->not_responding;
     rd->last_node = node->name;
     return FSM_OK;
 }
@@ -323,8 +331,7 @@ static int check_job_record(struct reader *rd, const Spur__Fsm__JobRecord *r)
             FSM_MAX_CPUS_PER_NODE ||
         s->mem_mb > FSM_MAX_MEM_MB || s->script.len > UINT32_MAX || s->n_env > UINT32_MAX)
         return bad(rd, "job %" PRIu64 " has counts out of range", id);
-    bool active = r->state == SPUR__API__JOB_STATE__JOB_RUNNING ||
-                  r->state == SPUR__API__JOB_STATE__JOB_COMPLETING;
+    bool active = fsm_job_state_placed((int)r->state);
     if (r->n_node_done != r->n_node_list)
         return bad(rd, "job %" PRIu64 ": %zu nodes but %zu done flags", id, r->n_node_list,
                    r->n_node_done);
@@ -333,6 +340,8 @@ static int check_job_record(struct reader *rd, const Spur__Fsm__JobRecord *r)
     if (active && r->n_node_list != s->nodes)
         return bad(rd, "running job %" PRIu64 " has %zu nodes, not %u", id, r->n_node_list,
                    s->nodes);
+    if (!fsm_text_ok(PB_STR(s->account), FSM_USER_MAX))
+        return bad(rd, "job %" PRIu64 " has an account out of range", id);
     for (size_t i = 0; i < r->n_node_list; i++) {
         const char *name = PB_STR(r->node_list[i]);
         if (!fsm_name_ok(name, FSM_NAME_MAX))
@@ -368,6 +377,10 @@ static int job_from_record(struct reader *rd, const Spur__Fsm__JobRecord *r)
     job->end_reason = (uint8_t)r->end_reason;
     job->cancel_requested = r->cancel_requested;
     job->timed_out = r->timed_out;
+    job->attempt = r->attempt;
+    job->restarts = r->restarts;
+    job->exit_signal = r->exit_signal;
+    job->oom = r->oom;
     if (r->n_node_list > 0) {
         if (fsm_job_set_run(job, r->node_list, (uint32_t)r->n_node_list) != 0) {
             fsm_job_free(job);
@@ -422,7 +435,10 @@ static int read_record(struct reader *rd, uint32_t field, const uint8_t *p, size
     }
 }
 
-/* Derived data: partitions (with placeholders), the finished list, node allocations. */
+/*
+ * Derived data: partitions (with placeholders), the finished list, node allocations
+ * (every placed job's unfinished parts: CONFIGURING holds resources as RUNNING does).
+ */
 static int finish(struct reader *rd)
 {
     struct fsm *f = rd->f;
@@ -432,7 +448,7 @@ static int finish(struct reader *rd)
         return FSM_ENOMEM;
     for (size_t i = 0; i < f->jobs.norder; i++) {
         const struct fsm_job *job = f->jobs.order[i];
-        if (job->run != NULL && !fsm_job_state_final(job->state))
+        if (job != NULL && job->run != NULL && fsm_job_state_placed(job->state))
             fsm_state_alloc_job(f, job);
     }
     return FSM_OK;

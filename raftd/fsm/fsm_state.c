@@ -25,6 +25,7 @@ void fsm_state_free(struct fsm *f)
     fsm_jobs_free(&f->jobs);
     fsm_nodes_free(&f->nodes);
     fsm_sess_free(&f->sess);
+    fsm_evrec_free(&f->ev);
 }
 
 /* Whether node has cpus and mem_mb free for one more job part now. */
@@ -78,27 +79,137 @@ static bool cached_fits(const struct fsm *f, const struct fsm_part *p, uint32_t 
     return fits;
 }
 
-const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *job,
-                                     struct fsm_fit_cache *cache)
+/* Where a pending job stands before jobs are compared with each other. */
+enum line {
+    L_HELD,
+    L_BEGIN_TIME,
+    L_PART_GONE,
+    L_PART_DOWN,
+    L_NODE_LIMIT,
+    L_TIME_LIMIT,
+    L_PART_CONFIG,
+    L_NOT_AVAIL,
+    L_FITS,
+    L_BLOCKED, /* in line, does not fit now: Resources or Priority */
+};
+
+static bool part_has_usable(const struct fsm *f, const struct fsm_part *p,
+                            struct fsm_fit_cache *cache)
+{
+    size_t pi = (size_t)(p - f->nodes.parts);
+    if (cache->usable[pi] != 0)
+        return cache->usable[pi] == 1;
+    bool any = false;
+    if (p->all) {
+        for (size_t i = 0; i < f->nodes.n && !any; i++)
+            any = fsm_node_usable(f->nodes.v[i]);
+    } else {
+        for (size_t i = 0; i < p->nnodes && !any; i++) {
+            const struct fsm_node *node = fsm_nodes_find(&f->nodes, p->nodes[i]);
+            any = node != NULL && fsm_node_usable(node);
+        }
+    }
+    cache->usable[pi] = any ? 1 : 2;
+    return any;
+}
+
+static enum line job_line(const struct fsm *f, const struct fsm_job *job,
+                          struct fsm_fit_cache *cache, const struct fsm_part **part)
 {
     if (job->held)
-        return "JobHeldUser";
+        return L_HELD;
+    if (job->eligible_ms > f->now_ms)
+        return L_BEGIN_TIME;
     const struct fsm_part *p = fsm_nodes_part(&f->nodes, job->partition);
+    *part = p;
     if (p == NULL)
-        return "PartitionConfig";
+        return L_PART_GONE;
     if (!p->up)
-        return "PartitionDown";
+        return L_PART_DOWN;
     if (p->max_nodes != 0 && job->nodes > p->max_nodes)
-        return "PartitionNodeLimit";
+        return L_NODE_LIMIT;
     if (p->max_time_min != 0 && (job->time_limit_min == 0 || job->time_limit_min > p->max_time_min))
-        return "PartitionTimeLimit";
+        return L_TIME_LIMIT;
     uint64_t cpus = fsm_job_cpus_per_node(job);
     if ((p->max_cpus_per_node != 0 && cpus > p->max_cpus_per_node) ||
         (p->max_mem_mb_per_node != 0 && job->mem_mb > p->max_mem_mb_per_node))
+        return L_PART_CONFIG;
+    if (!part_has_usable(f, p, cache))
+        return L_NOT_AVAIL;
+    if (cached_fits(f, p, job->nodes, cpus, job->mem_mb, cache))
+        return L_FITS;
+    return L_BLOCKED;
+}
+
+static bool key_before(uint64_t e1, uint64_t id1, uint64_t e2, uint64_t id2)
+{
+    return e1 != e2 ? e1 < e2 : id1 < id2;
+}
+
+/* One walk: the first blocked pending job of each partition. */
+static void find_blocked(const struct fsm *f, struct fsm_fit_cache *cache)
+{
+    cache->blocked_known = true;
+    for (size_t i = 0; i < f->jobs.norder; i++) {
+        const struct fsm_job *job = f->jobs.order[i];
+        if (job == NULL || job->state != SPUR__API__JOB_STATE__JOB_PENDING)
+            continue;
+        const struct fsm_part *p = NULL;
+        if (job_line(f, job, cache, &p) != L_BLOCKED)
+            continue;
+        size_t pi = (size_t)(p - f->nodes.parts);
+        if (!cache->blocked[pi].any ||
+            key_before(job->eligible_ms, job->id, cache->blocked[pi].eligible_ms,
+                       cache->blocked[pi].id)) {
+            cache->blocked[pi].any = true;
+            cache->blocked[pi].eligible_ms = job->eligible_ms;
+            cache->blocked[pi].id = job->id;
+        }
+    }
+}
+
+static const char *pending_reason(const struct fsm *f, const struct fsm_job *job,
+                                  struct fsm_fit_cache *cache)
+{
+    const struct fsm_part *p = NULL;
+    switch (job_line(f, job, cache, &p)) {
+    case L_HELD:
+        return "JobHeldUser";
+    case L_BEGIN_TIME:
+        return "BeginTime";
+    case L_PART_GONE:
+    case L_PART_CONFIG:
         return "PartitionConfig";
-    if (!cached_fits(f, p, job->nodes, cpus, job->mem_mb, cache))
-        return "Resources";
-    return "None";
+    case L_PART_DOWN:
+        return "PartitionDown";
+    case L_NODE_LIMIT:
+        return "PartitionNodeLimit";
+    case L_TIME_LIMIT:
+        return "PartitionTimeLimit";
+    case L_NOT_AVAIL:
+        return "ReqNodeNotAvail";
+    case L_FITS:
+        return "None";
+    case L_BLOCKED:
+        break;
+    }
+    if (!cache->blocked_known)
+        find_blocked(f, cache);
+    size_t pi = (size_t)(p - f->nodes.parts);
+    if (cache->blocked[pi].any && key_before(cache->blocked[pi].eligible_ms, cache->blocked[pi].id,
+                                             job->eligible_ms, job->id))
+        return "Priority";
+    return "Resources";
+}
+
+const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *job,
+                                     struct fsm_fit_cache *cache)
+{
+    if (cache != NULL)
+        return pending_reason(f, job, cache);
+    struct fsm_fit_cache own; /* about 12 KiB: one call's worth */
+    memset(&own, 0, sizeof(own));
+    return pending_reason(f, job, &own);
 }
 
 const char *fsm_state_job_reason(const struct fsm *f, const struct fsm_job *job,

@@ -5,13 +5,18 @@
  * Guarantees:
  *   - Everything in struct fsm above the counters is replicated state: it is what a
  *     snapshot holds and what determinism covers. The counters are this process's
- *     metrics and nothing decides anything from them.
+ *     metrics, and the event record (fsm_events.h) is the leader's to-do list: nothing
+ *     replicated is decided from either.
  *   - A pending job's reason is never stored: fsm_state_pending_reason() derives it from
  *     the job, its partition and the nodes whenever it is shown, so it is always current
  *     and costs nothing at apply time.
- *   - A node's allocation (alloc_cpus, alloc_mem_mb, njobs) is the sum over running jobs
- *     of their unfinished parts on it; fsm_state_alloc_job() and fsm_state_release_part()
- *     are the only changes to it, and a restore recomputes it from the jobs.
+ *   - A node's allocation (alloc_cpus, alloc_mem_mb, njobs) is the sum over placed jobs
+ *     (CONFIGURING, RUNNING, COMPLETING) of their unfinished parts on it;
+ *     fsm_state_alloc_job() and fsm_state_release_part() are the only changes to it, and
+ *     a restore recomputes it from the jobs.
+ *   - Pending reasons that compare jobs (Priority against Resources) are computed from
+ *     one walk of the pending jobs per answer, kept in struct fsm_fit_cache, never per
+ *     job: an answer of n jobs costs O(n), not O(n^2).
  *
  * Ownership: struct fsm owns all its parts (fsm_jobs, fsm_nodes, fsm_sessions).
  */
@@ -19,6 +24,7 @@
 #define SPUR_FSM_STATE_H
 
 #include "fsm.h"
+#include "fsm_events.h"
 #include "fsm_jobs.h"
 #include "fsm_nodes.h"
 #include "fsm_sess.h"
@@ -30,6 +36,7 @@ struct fsm_counters {
     uint64_t duplicates;
     uint64_t purged_jobs;
     uint64_t expired_sessions;
+    uint64_t alloc_skipped;
 };
 
 struct fsm {
@@ -43,6 +50,7 @@ struct fsm {
     struct fsm_nodes nodes;
     struct fsm_sessions sess;
     struct fsm_counters ctr; /* not replicated */
+    struct fsm_evrec ev;     /* not replicated: what the leader must do (fsm_events.h) */
 };
 
 void fsm_state_init(struct fsm *f, const struct fsm_limits *lim);
@@ -50,7 +58,9 @@ void fsm_state_free(struct fsm *f);
 
 /*
  * Remembers, across the jobs of one answer, whether a job shape fits the nodes of its
- * partition right now (most jobs share a few shapes). Zero it before use.
+ * partition right now (most jobs share a few shapes), whether a partition has a usable
+ * node at all, and the first pending job of each partition (by eligible time, then id)
+ * that waits for resources. Zero it before use; it is valid while the state is unchanged.
  */
 #define FSM_FIT_CACHE 256
 struct fsm_fit_cache {
@@ -61,14 +71,24 @@ struct fsm_fit_cache {
         uint64_t mem_mb;
         bool fits;
     } e[FSM_FIT_CACHE];
+    uint8_t usable[FSM_MAX_PARTITIONS]; /* 0: not known yet, 1: a usable node, 2: none */
+    bool blocked_known;
+    struct {
+        bool any;
+        uint64_t eligible_ms;
+        uint64_t id;
+    } blocked[FSM_MAX_PARTITIONS]; /* index: the partition's place in fsm_nodes.parts */
 };
 
 /*
- * The reason a pending job waits, in Slurm's words: JobHeldUser, PartitionConfig (its
- * partition is gone, or it asks more CPUs or memory per node than the partition allows
- * now), PartitionDown, PartitionNodeLimit, PartitionTimeLimit, Resources (fewer usable
- * nodes of its partition have the CPUs and memory free than it needs), else None.
- * cache may be NULL.
+ * The reason a pending job waits, in Slurm's words, first that applies: JobHeldUser,
+ * BeginTime (eligible later: a launch back-off), PartitionConfig (its partition is gone),
+ * PartitionDown, PartitionNodeLimit, PartitionTimeLimit, PartitionConfig (more CPUs or
+ * memory per node than the partition allows now), ReqNodeNotAvail (no node of the
+ * partition is usable), None (it fits now: about to start), Priority (it does not fit
+ * and an earlier pending job of its partition does not either), Resources (it does not
+ * fit and is the first such job of its partition). cache may be NULL (then one walk of
+ * the jobs per call).
  */
 const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *job,
                                      struct fsm_fit_cache *cache);
@@ -76,7 +96,7 @@ const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *
 const char *fsm_state_job_reason(const struct fsm *f, const struct fsm_job *job,
                                  struct fsm_fit_cache *cache);
 
-/* Charge a started job's CPUs and memory to each of its nodes not yet done (all exist). */
+/* Charge a placed job's CPUs and memory to each of its nodes not yet done. */
 void fsm_state_alloc_job(struct fsm *f, const struct fsm_job *job);
 /* Give back the job's part on its i-th node and mark that part done. */
 void fsm_state_release_part(struct fsm *f, struct fsm_job *job, uint32_t i);

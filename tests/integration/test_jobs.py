@@ -794,9 +794,9 @@ def test_get_jobs_with_an_unknown_state_filter_is_invalid(cluster3):
 
     for host in every_replica(c):
         for local in (False, True):
-            for states in ([42], [1, 42], [9]):
+            for states in ([42], [1, 42], [11]):
                 r = get_jobs(host, states, local)
-                bad = [s for s in states if not 1 <= s <= 8][0]
+                bad = [s for s in states if not 1 <= s <= 10][0]
                 assert r["code"] == spurtest.API_INVALID, (host, states, r)
                 assert r["error"] == f"unknown job state {bad} in the filter", r
                 assert r["result"] is None
@@ -810,3 +810,32 @@ def test_get_jobs_with_an_unknown_state_filter_is_invalid(cluster3):
     # squeue refuses an unknown state name before asking anyone.
     p = c.spur("squeue", "-t", "bogus")
     assert p.returncode == 1 and "Invalid job state specified: bogus" in p.stderr, p.stderr
+
+
+def test_sbatch_requeue_and_account_reach_scontrol_and_json(cluster_factory, tmp_path):
+    """--requeue / --no-requeue and -A, from the command line and #SBATCH lines, are
+    recorded: scontrol show job says Requeue= and Account=, --json requeue and account;
+    scancel -s with an unknown signal is refused and leaves the job alone."""
+    c = cluster_factory(1)
+    c.start_all()
+    c.wait_ready()
+    c.leader()
+    a = sbatch(c, "--requeue", "-A", "physics", "--wrap=true")
+    b = sbatch(c, "--wrap=true")
+    script = tmp_path / "rq.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --requeue\n#SBATCH --account=chem\ntrue\n")
+    d = sbatch(c, "--no-requeue", str(script))
+    shown = {}
+    for jid in (a, b, d):
+        p = c.spur("scontrol", "show", "job", jid)
+        assert p.returncode == 0, p.stderr
+        shown[jid] = p.stdout
+    assert "Requeue=1 " in shown[a] and "Account=physics " in shown[a], shown[a]
+    assert "Requeue=0 " in shown[b] and "Account=(null) " in shown[b], shown[b]
+    assert "Requeue=0 " in shown[d] and "Account=chem " in shown[d], shown[d]
+    js = jobs_json(c)
+    assert (js[a]["requeue"], js[a]["account"]) == (True, "physics")
+    assert (js[b]["requeue"], js[b]["account"]) == (False, "")
+    assert (js[d]["requeue"], js[d]["account"]) == (False, "chem")
+    assert_error(c.spur("scancel", "-s", "BOGUS", a), "scancel: error: Unknown job signal: BOGUS")
+    assert job(c, a)["state"] == "PENDING"

@@ -639,6 +639,12 @@ START_TEST(test_filters_and_order)
     ck_assert_uint_eq(jobs[1]->id, 7);  /* debug, pending */
     ck_assert_uint_eq(jobs[2]->id, 1);  /* debug, running, lower id */
     ck_assert_uint_eq(jobs[3]->id, 42); /* debug, running */
+    /* A configuring job sorts with the running ones (Slurm's base state), by id. */
+    d.job.state = SPUR__API__JOB_STATE__JOB_CONFIGURING; /* job 1 */
+    job_filter_sort(jobs, 4);
+    ck_assert_uint_eq(jobs[2]->id, 1);
+    ck_assert_uint_eq(jobs[3]->id, 42);
+    ck_assert(job_filter_state_active(d.job.state));
 }
 END_TEST
 
@@ -849,13 +855,20 @@ START_TEST(test_show_job)
     t.spec.stdout_path = "out-%j.txt";
     t.job.submit_time_ms = NOW_MS - 4000000;
     t.job.start_time_ms = NOW_MS - 3661000;
+    t.spec.requeue = true;
+    t.spec.account = "physics";
+    t.job.restarts = 2;
+    t.job.exit_code = 3;
+    t.job.exit_signal = 15;
+    t.job.batch_host = "n2";
     struct fmt_ctx gctx = {.now_ms = NOW_MS, .group_name = fake_group};
     struct cap c;
     fmt_show_job(cap_open(&c), &t.job, &gctx);
     ck_assert_str_eq(cap_text(&c), "JobId=42 JobName=test\n"
                                    "   UserId=alice(1000) GroupId=users(100)\n"
+                                   "   Account=physics QOS=(null)\n"
                                    "   JobState=RUNNING Reason=None Dependency=(null)\n"
-                                   "   BatchFlag=1 ExitCode=0:0\n"
+                                   "   Requeue=1 Restarts=2 BatchFlag=1 Reboot=0 ExitCode=3:15\n"
                                    "   RunTime=01:01:01 TimeLimit=02:00:00 TimeMin=N/A\n"
                                    "   SubmitTime=2023-11-14T21:06:40 "
                                    "EligibleTime=2023-11-14T21:06:40\n"
@@ -863,7 +876,7 @@ START_TEST(test_show_job)
                                    "Deadline=N/A\n"
                                    "   Partition=debug\n"
                                    "   NodeList=n[1-2]\n"
-                                   "   BatchHost=n1\n"
+                                   "   BatchHost=n2\n"
                                    "   NumNodes=2 NumCPUs=8 NumTasks=4 CPUs/Task=2\n"
                                    "   MinMemoryNode=2G\n"
                                    "   WorkDir=/home/alice\n"
@@ -886,8 +899,9 @@ START_TEST(test_show_job)
     fmt_show_job(cap_open(&c), &p.job, &gctx);
     ck_assert_str_eq(cap_text(&c), "JobId=7 JobName=w\n"
                                    "   UserId=bob(5) GroupId=5(5)\n"
+                                   "   Account=(null) QOS=(null)\n"
                                    "   JobState=PENDING Reason=JobHeldUser Dependency=(null)\n"
-                                   "   BatchFlag=1 ExitCode=0:9\n"
+                                   "   Requeue=0 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:9\n"
                                    "   RunTime=00:00:00 TimeLimit=UNLIMITED TimeMin=N/A\n"
                                    "   SubmitTime=Unknown EligibleTime=Unknown\n"
                                    "   StartTime=Unknown EndTime=Unknown Deadline=N/A\n"
@@ -981,8 +995,24 @@ START_TEST(test_json_objects)
                      "\"reason\":\"JobHeldUser\",\"held\":true,\"nodes\":3,\"ntasks\":1,"
                      "\"cpus_per_task\":1,\"cpus\":1,\"mem_mb\":0,\"time_limit_min\":0,"
                      "\"node_list\":[],\"submit_time_ms\":0,\"eligible_time_ms\":0,"
-                     "\"start_time_ms\":0,\"end_time_ms\":0,\"exit_code\":0,\"workdir\":\"\","
-                     "\"stdout\":\"\",\"stderr\":\"\"}]");
+                     "\"start_time_ms\":0,\"end_time_ms\":0,\"exit_code\":0,\"exit_signal\":0,"
+                     "\"attempt\":0,\"restarts\":0,\"batch_host\":\"\",\"requeue\":false,"
+                     "\"account\":\"\",\"workdir\":\"\",\"stdout\":\"\",\"stderr\":\"\"}]");
+    free(c.buf);
+
+    /* A placed, requeued job: its attempt, restarts, batch host, requeue and account. */
+    B.job.attempt = 3;
+    B.job.restarts = 2;
+    B.job.exit_code = 1;
+    B.job.exit_signal = 9;
+    B.job.batch_host = "n4";
+    B.spec.requeue = true;
+    B.spec.account = "chem";
+    json_init(&j, cap_open(&c));
+    fmt_json_job(&j, &B.job);
+    ck_assert_ptr_nonnull(strstr(cap_text(&c), "\"exit_code\":1,\"exit_signal\":9,\"attempt\":3,"
+                                               "\"restarts\":2,\"batch_host\":\"n4\","
+                                               "\"requeue\":true,\"account\":\"chem\","));
     free(c.buf);
 
     json_init(&j, cap_open(&c));

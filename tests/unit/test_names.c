@@ -39,6 +39,8 @@ START_TEST(test_job_states)
         {JS(CANCELLED), "CA", "CANCELLED", "cancelled"},
         {JS(TIMEOUT), "TO", "TIMEOUT", "timeout"},
         {JS(NODE_FAIL), "NF", "NODE_FAIL", "node_fail"},
+        {JS(OUT_OF_MEMORY), "OOM", "OUT_OF_MEMORY", "out_of_memory"},
+        {JS(CONFIGURING), "CF", "CONFIGURING", "configuring"},
     };
     ck_assert_uint_eq(sizeof(t) / sizeof(t[0]), NAMES_JOB_NSTATES - 1);
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {

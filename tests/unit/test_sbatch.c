@@ -303,7 +303,9 @@ START_TEST(test_bad_options)
         const char *msg;          /* a part of the error line */
     } t[] = {
         {"--bogus=1", NULL, "unrecognized option '--bogus'"},
-        {"--account=x", NULL, "'--account'"},
+        {"--accounting=x", NULL, "unrecognized option '--accounting'"},
+        {"--account", NULL, "'--account' requires an argument"},
+        {"--no-requeue=1", NULL, "'--no-requeue' doesn't allow an argument"},
         {"-X", NULL, "'X'"},
         {"-HZ", NULL, "'Z'"},
         {"--n=2", NULL, "ambiguous option '--n'"}, /* --nodes or --ntasks */
@@ -673,6 +675,64 @@ START_TEST(test_job_to_spec)
 }
 END_TEST
 
+/*
+ * --requeue / --no-requeue and -A/--account: on the command line and in #SBATCH lines,
+ * the last of the two requeue flags wins within one place, the command line over the
+ * script, and both reach the JobSpec. Without them: no requeue, no account.
+ */
+START_TEST(test_requeue_account)
+{
+    struct sbatch_parse_job j;
+    Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", NULL), 0);
+    ck_assert(!j.requeue);
+    ck_assert_str_eq(j.account, "");
+    sbatch_parse_job_free(&j);
+
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue", "-A", "physics", NULL),
+                     0);
+    ck_assert(j.requeue);
+    ck_assert_str_eq(j.account, "physics");
+    sbatch_parse_job_to_spec(&j, &spec);
+    ck_assert(spec.requeue);
+    ck_assert_str_eq(spec.account, "physics");
+    sbatch_parse_job_free(&j);
+
+    /* Last wins on one command line; --account=, -Aname and a unique prefix work too. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue", "--no-requeue",
+                           "--account=chem", NULL),
+                     0);
+    ck_assert(!j.requeue);
+    ck_assert_str_eq(j.account, "chem");
+    sbatch_parse_job_free(&j);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--no-req", "--requeue", "-Abio",
+                           NULL),
+                     0);
+    ck_assert(j.requeue);
+    ck_assert_str_eq(j.account, "bio");
+    sbatch_parse_job_free(&j);
+
+    /* From the script, and the command line over it. */
+    static const char script[] = "#!/bin/sh\n#SBATCH --requeue\n#SBATCH -A from_script\ntrue\n";
+    ck_assert_int_eq(build(&j, script, "a.sh", NULL), 0);
+    ck_assert(j.requeue);
+    ck_assert_str_eq(j.account, "from_script");
+    sbatch_parse_job_free(&j);
+    ck_assert_int_eq(build(&j, script, "a.sh", "--no-requeue", "--account", "cli", NULL), 0);
+    ck_assert(!j.requeue);
+    ck_assert_str_eq(j.account, "cli");
+    sbatch_parse_job_free(&j);
+
+    /* Refusals name the option. */
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue=yes", NULL), -1);
+    ASSERT_ERR_HAS("'--requeue' doesn't allow an argument");
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--account=", NULL), -1);
+    ASSERT_ERR_HAS("option --account needs a non-empty value");
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-A", NULL), -1);
+    ASSERT_ERR_HAS("option requires an argument -- 'A'");
+}
+END_TEST
+
 /* ---- scripts -------------------------------------------------------------------------- */
 
 START_TEST(test_script_checks)
@@ -872,7 +932,7 @@ static Suite *sbatch_suite(void)
 
     check_case(s, "job",
                (const TTest *[]){test_cli_overrides_directives, test_defaults, test_job_to_spec,
-                                 test_script_checks, test_oversized_script, test_wrap, test_export,
+                                 test_requeue_account, test_script_checks, test_oversized_script, test_wrap, test_export,
                                  NULL});
     return s;
 }
