@@ -1,8 +1,9 @@
 """The leader's side of running jobs (raftd/jobctl.c, raftd/agents.c) against a fake agent.
 
-One replica, and in place of spurd a fake agent written here: a listening socket on a free
-port of 127.0.0.1 that speaks proto/agent.proto by hand (field numbers from the .proto
-file) and runs nothing; the test decides what it answers and when jobs end. Pinned here:
+One replica (three for the failovers), and in place of spurd a fake agent written here: a
+listening socket on a free port of 127.0.0.1 that speaks proto/agent.proto by field number
+(framing and envelope from agentproto.py) and runs nothing; the test decides what it
+answers and when jobs end. Pinned here:
 a submitted job is allocated, launched on the fake agent with the replicated attempt, shown
 RUNNING once the agent confirmed, and COMPLETED or FAILED from the agent's report, which is
 acknowledged; a refused launch fails the job; a job the agent no longer knows after a Pong
@@ -21,23 +22,15 @@ import time
 import pytest
 
 import spurtest
-from spurtest import pb_decode, pb_field, pb_varint, wait_until
+from agentproto import (ENDED, ENDED_ACK, LAUNCH, LAUNCH_REPLY, PING, PONG, SIGNAL,
+                        SIGNAL_REPLY, frame, msg, sub)
+from spurtest import pb_decode, pb_field, wait_until
 
-# Msg.body field numbers (proto/agent.proto).
-PING, PONG, LAUNCH, LAUNCH_REPLY, SIGNAL, SIGNAL_REPLY, ENDED, ENDED_ACK = range(10, 18)
-OP_SIGNAL_JOB = 51
-
-
-def sub(num, body):
-    return pb_varint(num << 3 | 2) + pb_varint(len(body)) + body
+OP_SIGNAL_JOB = 51  # Request.signal_job (proto/spur.proto)
 
 
 def first(d, num, default=0):
     return d[num][0] if d.get(num) else default
-
-
-def text(d, num):
-    return d[num][0].decode() if d.get(num) else ""
 
 
 class FakeAgent(threading.Thread):
@@ -90,8 +83,7 @@ class FakeAgent(threading.Thread):
             self.conns = []
 
     def send(self, conn, num, body, mid=0):
-        m = pb_field(1, 1) + pb_field(2, self.cluster) + pb_field(3, mid) + sub(num, body)
-        conn.sendall(struct.pack(">I", len(m)) + m)
+        conn.sendall(frame(msg(num, body, cluster=self.cluster, mid=mid)))
 
     def ended_body(self, r):
         return (pb_field(1, r["job_id"]) + pb_field(2, r["attempt"]) + pb_field(3, self.node)
