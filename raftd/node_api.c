@@ -77,6 +77,8 @@ struct node_api {
     struct event *ev_flush;
     struct event *ev_sweep;
     struct node_api_stats stats;
+    node_api_op_fn signal_fn; /* SignalJobRequest on the leader; NULL: none */
+    void *signal_arg;
 };
 
 static void on_flush(evutil_socket_t fd, short what, void *arg);
@@ -111,6 +113,12 @@ void node_api_free(struct node_api *a)
         event_free(a->ev_sweep);
     free(a->batch);
     free(a);
+}
+
+void node_api_set_signal_handler(struct node_api *a, node_api_op_fn fn, void *arg)
+{
+    a->signal_fn = fn;
+    a->signal_arg = arg;
 }
 
 void node_api_get_stats(const struct node_api *a, struct node_api_stats *out)
@@ -716,6 +724,21 @@ void node_api_applied(struct node_api *a, const struct node_applied *ap)
         leader_changed(a);
 }
 
+/* scancel -s: the leader's job duties send it to the agents; a follower forwards it. */
+static void signal_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
+{
+    if (a->n->role != RAFT_LEADER) {
+        forward_or_refuse(a, call, req);
+        return;
+    }
+    if (a->signal_fn == NULL) {
+        api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
+                        "signalling jobs is not supported by this replica");
+        return;
+    }
+    a->signal_fn(a->signal_arg, call, req);
+}
+
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req)
@@ -746,6 +769,9 @@ void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req
     case SPUR__API__REQUEST__OP_PROMOTE:
     case SPUR__API__REQUEST__OP_REMOVE:
         membership_op(a, call, req);
+        return;
+    case SPUR__API__REQUEST__OP_SIGNAL_JOB:
+        signal_op(a, call, req);
         return;
     default:
         break;

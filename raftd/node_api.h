@@ -44,6 +44,15 @@ void node_api_applied(struct node_api *a, const struct node_applied *ap);
 void node_api_propose_internal(struct node_api *a, uint8_t *data, size_t len,
                                void (*refused)(void *arg), void *arg);
 
+/*
+ * Who answers SignalJobRequest on the leader (the leader's job duties, set by the
+ * composition root): called with the call and its request, which it answers exactly once.
+ * A follower forwards the request to the leader like a write; with no handler set the
+ * request is answered INVALID.
+ */
+typedef void (*node_api_op_fn)(void *arg, struct api_call *call, Spur__Api__Request *req);
+void node_api_set_signal_handler(struct node_api *a, node_api_op_fn fn, void *arg);
+
 /* Answer every waiting request UNAVAILABLE with why (a stop, a fatal error). */
 void node_api_fail_all(struct node_api *a, const char *why);
 

@@ -172,6 +172,40 @@ static void render(const struct node_metrics *m, struct buf *b)
           (double)fs.sessions);
     counter(b, "spur_fsm_bad_entries_total", "Log entries the state machine could not decode.",
             (double)fs.bad_entries);
+
+    struct jobctl_stats js;
+    jobctl_get_stats(m->jobs, &js);
+    gauge(b, "spur_leader_in_office",
+          "1 while this replica leads and runs the job duties (launch, reconcile, schedule).",
+          js.in_office ? 1.0 : 0.0);
+    gauge(b, "spur_agents_known", "Nodes whose agents the leader dials.",
+          (double)js.agents_known);
+    gauge(b, "spur_agents_connected", "Agent connections up.", (double)js.agents_connected);
+    counter(b, "spur_job_launches_total", "Launch requests sent to agents.",
+            (double)js.launches);
+    counter(b, "spur_job_launch_failures_total", "Launches an agent refused (JobLaunchFailed).",
+            (double)js.launch_failures);
+    counter(b, "spur_job_reports_total", "Completion reports received from agents.",
+            (double)js.reports);
+    counter(b, "spur_jobs_lost_total",
+            "Jobs an agent no longer knew (proposed ended as lost, NODE_FAIL).",
+            (double)js.lost);
+    counter(b, "spur_jobs_orphans_terminated_total",
+            "Jobs an agent ran that the state did not place there, terminated.",
+            (double)js.terminated);
+    counter(b, "spur_nodes_not_responding_total", "Nodes proposed DOWN for not responding.",
+            (double)js.not_responding);
+    counter(b, "spur_scheduler_passes_total", "Scheduler passes run by this leader.",
+            (double)js.sched_passes);
+    counter(b, "spur_scheduler_allocations_total", "Jobs placed by the scheduler passes.",
+            (double)js.sched_allocations);
+    gauge(b, "spur_scheduler_last_pass_seconds", "Duration of the last scheduler pass.",
+          (double)js.sched_last_us / 1e6);
+    gauge(b, "spur_scheduler_pending_allocations",
+          "JobsAllocated entries proposed and not applied yet (0 or 1).",
+          (double)js.pending_allocations);
+    gauge(b, "spur_jobs_tracked", "Placed job attempts the leader follows.",
+          (double)js.tracked_jobs);
 }
 
 void node_metrics_handler(void *arg, const char *path, struct httpd_reply *reply)

@@ -7,6 +7,7 @@
 
 #include "api.h"
 #include "httpd.h"
+#include "jobctl.h"
 #include "node.h"
 #include "node_api.h"
 
@@ -15,6 +16,7 @@ struct node_metrics {
     const struct node *node;
     const struct node_api *reqs;
     const struct api_server *api;
+    const struct jobctl *jobs;
 };
 
 /* The httpd handler (arg: a struct node_metrics). */

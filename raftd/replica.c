@@ -2,12 +2,14 @@
  * replica.c - the composition root of one replica.
  *
  * It builds, in this order: the shell (node.c: storage, core, transport, status), the
- * forwarder, the request path (node_api.c), the controller (controller.c), the client API
- * listener (api.c, dispatching into node_api) and the metrics listener. It routes the
- * node's two hooks: applied -> node_api_applied then controller_applied (clients are
- * answered before the leader's duties queue new proposals), peer -> controller_peer. No
- * module it builds calls back into another's internals; this file is the only one that
- * knows them all.
+ * forwarder, the request path (node_api.c), the controller (controller.c), the leader's
+ * job duties (jobctl.c, with its agent connections), the client API listener (api.c,
+ * dispatching into node_api) and the metrics listener. It routes the node's two hooks:
+ * applied -> node_api_applied, controller_applied, then jobctl_applied (clients are
+ * answered before the leader's duties queue new proposals; jobctl also sees leadership
+ * change there), peer -> controller_peer; and node_api's SignalJobRequest handler ->
+ * jobctl_signal_job. No module it builds calls back into another's internals; this file
+ * is the only one that knows them all.
  *
  * Shutdown is sequenced here as well: the node stops taking part (STOPPING, leadership
  * handed over), waiting requests are failed, and the loop breaks once the hand-over has
@@ -21,6 +23,7 @@
 #include "controller.h"
 #include "forwarder.h"
 #include "httpd.h"
+#include "jobctl.h"
 #include "log.h"
 #include "node.h"
 #include "node_api.h"
@@ -42,6 +45,7 @@ struct replica {
     struct forwarder *fwd;
     struct node_api *reqs;
     struct controller *ctl;
+    struct jobctl *jobs;
     struct api_server *api;
     struct httpd *metrics;
     struct node_metrics metrics_view;
@@ -56,6 +60,8 @@ static void on_applied(void *arg, const struct node_applied *a)
         node_api_applied(r->reqs, a);
     if (r->ctl)
         controller_applied(r->ctl, a);
+    if (r->jobs)
+        jobctl_applied(r->jobs, a);
 }
 
 static void on_peer(void *arg, const struct transport_peer_info *info, bool up)
@@ -90,10 +96,13 @@ int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_i
     r->reqs = node_api_new(r->node, r->fwd);
     if (r->reqs != NULL)
         r->ctl = controller_new(r->node, r->reqs, cfg);
-    if (r->reqs == NULL || r->ctl == NULL) {
+    if (r->ctl != NULL)
+        r->jobs = jobctl_new(r->node, r->reqs, cfg);
+    if (r->reqs == NULL || r->ctl == NULL || r->jobs == NULL) {
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
+    node_api_set_signal_handler(r->reqs, jobctl_signal_job, r->jobs);
     struct api_options ao = {
         .listen = cfg->controller.listen,
         .max_frame = cfg->controller.max_frame_bytes,
@@ -103,7 +112,8 @@ int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_i
     r->api = api_new(base, &ao, node_api_dispatch, r->reqs, why, whylen);
     if (r->api == NULL)
         goto fail;
-    r->metrics_view = (struct node_metrics){.node = r->node, .reqs = r->reqs, .api = r->api};
+    r->metrics_view = (struct node_metrics){
+        .node = r->node, .reqs = r->reqs, .api = r->api, .jobs = r->jobs};
     if (cfg->metrics.enabled) {
         r->metrics = httpd_new(base, cfg->metrics.bind, cfg->metrics.port, node_metrics_handler,
                                &r->metrics_view, why, whylen);
@@ -211,6 +221,11 @@ void replica_free(struct replica *r)
     forwarder_free(r->fwd);
     r->fwd = NULL;
     httpd_free(r->metrics);
+    /* The leader's duties answer the signal calls they hold while the API server exists. */
+    if (r->reqs)
+        node_api_set_signal_handler(r->reqs, NULL, NULL);
+    jobctl_free(r->jobs);
+    r->jobs = NULL;
     controller_free(r->ctl);
     r->ctl = NULL;
     node_api_free(r->reqs);

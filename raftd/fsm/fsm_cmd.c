@@ -983,6 +983,12 @@ static int apply_report(struct fsm *f, const Spur__Fsm__JobCompleted *jc, struct
         job->oom |= jc->oom;
         job->timed_out |= jc->timed_out;
     }
+    /*
+     * The batch script runs on the first node only (Slurm's batch host); the others are
+     * held for it. Its report ends the job: every other part is released with it.
+     */
+    if (i == 0)
+        release_all(f, job);
     if (job->run->ndone == job->run->n)
         conclude_job(f, job);
     else if (job->state == JS_RUNNING || job->state == JS_CONFIGURING)

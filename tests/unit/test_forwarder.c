@@ -14,6 +14,7 @@
 #include "forwarder.h"
 #include "frame.h"
 #include "resolver.h"
+#include "test_ipresolver.h"
 #include "test_loop.h"
 #include "wire.h"
 
@@ -72,16 +73,7 @@ static void fixture_start(struct fixture *fx)
     fx->lfd = -1;
     test_loop_init(&fx->l);
     /* Addresses here are IP literals: the resolver answers them without a lookup. */
-    snprintf(fx->resolv, sizeof(fx->resolv), "/tmp/test_forward.XXXXXX");
-    int fd = mkstemp(fx->resolv);
-    ck_assert_int_ge(fd, 0);
-    static const char conf[] = "nameserver 127.0.0.1\n";
-    ck_assert_int_eq(write(fd, conf, sizeof(conf) - 1), (ssize_t)(sizeof(conf) - 1));
-    close(fd);
-    struct resolver_options ro = {.resolv_conf = fx->resolv, .hosts_file = "/dev/null", .seed = 1};
-    char why[256] = "";
-    fx->res = resolver_new(fx->l.base, &ro, why, sizeof(why));
-    ck_assert_msg(fx->res != NULL, "resolver_new: %s", why);
+    fx->res = test_ipresolver_new(fx->l.base, fx->resolv, sizeof(fx->resolv));
     fx->f = forwarder_new(fx->l.base, MAX_FRAME, fx->res);
     ck_assert_ptr_nonnull(fx->f);
 }
@@ -109,46 +101,17 @@ static Spur__Api__Request request(Spur__Api__Ping *ping)
     return req;
 }
 
-/* A listening socket on 127.0.0.1 at a free port, non-blocking; its address in addr. */
-static int raw_listen(char *addr, size_t addrlen)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    ck_assert_int_eq(listen(fd, 8), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-    snprintf(addr, addrlen, "127.0.0.1:%u", ntohs(sa.sin_port));
-    return fd;
-}
-
-/* Drive the loop until the forwarder's connection is accepted on lfd. */
-static int raw_accept(struct test_loop *l, int lfd)
-{
-    uint64_t deadline = test_now_ms() + 3000;
-    while (test_now_ms() < deadline) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
-        if (fd >= 0)
-            return fd;
-        ck_assert(errno == EAGAIN || errno == EWOULDBLOCK);
-        test_loop_run(l, 10);
-    }
-    ck_abort_msg("no connection to accept");
-    return -1;
-}
-
 /*
  * Forward a request to a leader the test plays on a raw socket; returns the accepted
  * connection. The outcome goes to o.
  */
 static int forward_to_raw(struct fixture *fx, struct outcome *o, uint32_t timeout_ms)
 {
-    fx->lfd = raw_listen(fx->addr, sizeof(fx->addr));
+    fx->lfd = test_listen(fx->addr, sizeof(fx->addr));
     Spur__Api__Ping ping = SPUR__API__PING__INIT;
     Spur__Api__Request req = request(&ping);
     ck_assert_int_eq(forwarder_send(fx->f, fx->addr, &req, timeout_ms, on_done, o), 0);
-    return raw_accept(&fx->l, fx->lfd);
+    return test_accept(&fx->l, fx->lfd);
 }
 
 START_TEST(test_answer_comes_back)

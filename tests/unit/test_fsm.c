@@ -1454,7 +1454,7 @@ static void build_rich_state(struct t *t)
     s.nodes = 2;
     uint64_t two = submit(t, &s);
     start_job(t, two, (char *[]){"n3", "n4"}, 2, C_OK, NULL);
-    complete_job(t, two, "n3", 0, false, C_OK, NULL); /* COMPLETING */
+    complete_job(t, two, "n4", 0, false, C_OK, NULL); /* not the batch host: COMPLETING */
     job_op(t, OP_CANCEL, two, C_OK, NULL);
     update_node(t, "n1", "drain", "draining with a job", C_OK, NULL);
     update_node(t, "n2", "drain", "drained", C_OK, NULL);

@@ -680,6 +680,21 @@ START_TEST(test_fast_path_and_parts)
     check_job(&t, two, J(FAILED), "NonZeroExitCode");
     ck_assert_int_eq(job(&t, two).exit_code, 2);
 
+    /*
+     * The batch script runs on the first node only: its report ends the job and gives
+     * back every node, with no report from the others.
+     */
+    uint64_t batch = submit(&t, &(struct job_opts){.nodes = 2, .cpus = 2});
+    allocate(&t, batch, "n1", "n2");
+    started(&t, batch, 1);
+    report(&t, &(struct rep){.id = batch, .node = "n1", .attempt = 1});
+    check_job(&t, batch, J(COMPLETED), "None");
+    ck_assert_uint_eq(node(&t, "n1").alloc_cpus, 0);
+    ck_assert_uint_eq(node(&t, "n2").alloc_cpus, 0);
+    /* A late report of the other node changes nothing. */
+    report(&t, &(struct rep){.id = batch, .node = "n2", .attempt = 1, .exit_code = 9});
+    ck_assert_int_eq(job(&t, batch).exit_code, 0);
+
     /* Attempt 0 means the current one (the old single JobCompleted). */
     uint64_t old = submit(&t, NULL);
     allocate(&t, old, "n3", NULL);
@@ -984,15 +999,18 @@ START_TEST(test_cancel_placed)
     ck_assert_uint_eq(ev.kill[0].job_id, cfg);
     ck_assert_uint_eq(ev.kill[0].attempt, 1);
     fsm_events_free(&ev);
-    /* n1 never had it; n2's launch fails after the cancel: both parts done, CANCELLED. */
-    report(&t, &(struct rep){.id = cfg, .node = "n1", .attempt = 1, .never_ran = true});
+    /*
+     * n2 never had it; the batch host n1's launch fails after the cancel: both parts
+     * done, CANCELLED.
+     */
+    report(&t, &(struct rep){.id = cfg, .node = "n2", .attempt = 1, .never_ran = true});
     check_job(&t, cfg, J(COMPLETING), NULL);
-    ck_assert_uint_eq(node(&t, "n1").alloc_cpus, 0);
-    launch_failed(&t, cfg, 1, "n2", "cancelled", true);
+    ck_assert_uint_eq(node(&t, "n2").alloc_cpus, 0);
+    launch_failed(&t, cfg, 1, "n1", "cancelled", true);
     struct jv v = job(&t, cfg);
     ck_assert_int_eq(v.state, J(CANCELLED));
     ck_assert_uint_eq(v.start_ms, 0); /* it never ran anywhere */
-    ck_assert_uint_eq(node(&t, "n2").launch_failures, 0);
+    ck_assert_uint_eq(node(&t, "n1").launch_failures, 0);
     t_free(&t);
 }
 END_TEST

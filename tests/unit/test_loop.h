@@ -1,7 +1,8 @@
 /*
  * test_loop.h - what the unit tests of the worker's network modules (transport, client
- * API, forwarder) share: a port on 127.0.0.1 the kernel gave as free, an event loop driven
- * in bounded steps with a deadline, and a raw TCP client that speaks frames.
+ * API, forwarder, agents) share: a port on 127.0.0.1 the kernel gave as free, an event loop
+ * driven in bounded steps with a deadline, a raw TCP client that speaks frames, and a raw
+ * listening socket that plays the other end.
  *
  * Every wait is bounded in time and in loop turns; a ticker keeps EVLOOP_ONCE from sleeping
  * longer than 10 ms, so a deadline is checked at least that often.
@@ -87,6 +88,35 @@ static inline bool test_loop_until(struct test_loop *l, const unsigned *counter,
     for (unsigned i = 0; i < 100000 && *counter < want && test_now_ms() < deadline; i++)
         event_base_loop(l->base, EVLOOP_ONCE);
     return *counter >= want;
+}
+
+/* A non-blocking listening socket on 127.0.0.1 at a free port; its address in addr. */
+static inline int test_listen(char *addr, size_t addrlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(fd, 8), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+    snprintf(addr, addrlen, "127.0.0.1:%u", ntohs(sa.sin_port));
+    return fd;
+}
+
+/* Drive the loop until a connection to lfd can be accepted (non-blocking), 3 s at most. */
+static inline int test_accept(struct test_loop *l, int lfd)
+{
+    uint64_t deadline = test_now_ms() + 3000;
+    while (test_now_ms() < deadline) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+        if (fd >= 0)
+            return fd;
+        ck_assert(errno == EAGAIN || errno == EWOULDBLOCK);
+        test_loop_run(l, 10);
+    }
+    ck_abort_msg("no connection to accept");
+    return -1;
 }
 
 /* A non-blocking TCP connection to "127.0.0.1:PORT". */
