@@ -349,6 +349,17 @@ static struct jobctl_job *job_track(struct jobctl *jc, uint64_t job_id, uint32_t
     return j;
 }
 
+/*
+ * The parts the leader follows: the batch host only. Slurm runs a batch script once, on
+ * the first node of the allocation, and holds the others for it (the state machine ends
+ * the job on the batch host's report), so only that node is launched, confirmed,
+ * reconciled and signalled.
+ */
+static size_t batch_parts(const Spur__Api__Job *job)
+{
+    return job->n_node_list > 0 ? 1 : 0;
+}
+
 static bool placed_state(Spur__Api__JobState s)
 {
     return s == SPUR__API__JOB_STATE__JOB_CONFIGURING || s == SPUR__API__JOB_STATE__JOB_RUNNING ||
@@ -882,7 +893,7 @@ static void reconcile_all(struct jobctl *jc)
     for (size_t i = 0; i < nj; i++) {
         const Spur__Api__Job *job = jobs[i];
         struct jobctl_job *j =
-            job_track(jc, job->id, job->attempt, job->node_list, job->n_node_list);
+            job_track(jc, job->id, job->attempt, job->node_list, batch_parts(job));
         if (j == NULL)
             break;
         if (job->state == SPUR__API__JOB_STATE__JOB_RUNNING ||
@@ -950,7 +961,7 @@ static void on_launch_event(struct jobctl *jc, const struct fsm_job_ref *ref)
     Spur__Api__Job **jobs;
     if (read_njobs(&rd, &jobs) == 1 && jobs[0]->attempt == ref->attempt) {
         struct jobctl_job *j =
-            job_track(jc, ref->job_id, ref->attempt, jobs[0]->node_list, jobs[0]->n_node_list);
+            job_track(jc, ref->job_id, ref->attempt, jobs[0]->node_list, batch_parts(jobs[0]));
         fsm_read_free(&rd);
         for (uint32_t i = 0; j && i < j->nparts; i++)
             send_launch(jc, j, i);
@@ -1356,7 +1367,7 @@ void jobctl_signal_job(void *arg, struct api_call *call, Spur__Api__Request *req
     w->next = jc->sigwaits;
     jc->sigwaits = w;
     w->remaining = 1; /* held while sending, so an answer cannot finish it early */
-    for (size_t i = 0; i < job->n_node_list; i++) {
+    for (size_t i = 0; i < batch_parts(job); i++) {
         const char *node = job->node_list[i];
         if (send_signal(jc, node, job->id, job->attempt, sr->signal, false,
                         SIG_TAG_CLIENT + w->id) == 0) {

@@ -647,6 +647,23 @@ static int cmd_update_node(struct fsm *f, const Spur__Api__UpdateNodeRequest *u,
     return FSM_OK;
 }
 
+/*
+ * The node's agent answers again (it registered, or answered the leader's heartbeat):
+ * undo what NodesNotResponding did, and only that (Slurm's ReturnToService=1 for a node
+ * that stopped responding). An operator's down or drain stays.
+ */
+static void node_answers_again(struct fsm *f, struct fsm_node *node)
+{
+    if (!node->not_responding)
+        return;
+    node->not_responding = false;
+    node->down = false;
+    if (!node->drain)
+        fsm_node_set_reason(node, NULL, 0);
+    fsm_ev_nodes(&f->ev);
+    fsm_ev_schedule(&f->ev);
+}
+
 static int cmd_register_node(struct fsm *f, const Spur__Api__RegisterNodeRequest *q,
                              struct fsm_cmd_result *r)
 {
@@ -701,13 +718,8 @@ static int cmd_register_node(struct fsm *f, const Spur__Api__RegisterNodeRequest
     node->mem_mb = q->mem_mb;
     node->registered = true;
     node->last_seen_ms = f->now_ms;
-    if (q->from_agent && node->not_responding) {
-        /* Its agent is back: undo what NodesNotResponding did, and only that. */
-        node->not_responding = false;
-        node->down = false;
-        if (!node->drain)
-            fsm_node_set_reason(node, NULL, 0);
-    }
+    if (q->from_agent)
+        node_answers_again(f, node);
     fsm_ev_nodes(&f->ev);
     fsm_ev_schedule(&f->ev);
     done(r);
@@ -723,8 +735,10 @@ static int cmd_heartbeat(struct fsm *f, const Spur__Fsm__NodeHeartbeat *h, struc
     if (h != NULL && h->n_names > 0) {
         for (size_t i = 0; i < h->n_names; i++) {
             struct fsm_node *n = fsm_nodes_find(&f->nodes, PB_STR(h->names[i]));
-            if (n != NULL && n->registered)
+            if (n != NULL && n->registered) {
                 n->last_seen_ms = f->now_ms;
+                node_answers_again(f, n);
+            }
         }
         struct fsm_node *n = fsm_nodes_find(&f->nodes, PB_STR(h->name));
         if (n != NULL && n->registered)

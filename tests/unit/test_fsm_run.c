@@ -971,6 +971,28 @@ START_TEST(test_heartbeat_names)
     ck_assert_uint_eq(node(&t, "n1").last_seen_ms, t.now);
     ck_assert_uint_eq(node(&t, "n2").last_seen_ms, t0);
     ck_assert_uint_eq(node(&t, "n3").last_seen_ms, t.now);
+
+    /*
+     * An agent that was only cut off answers the leader's heartbeat again: its node comes
+     * back by itself; an operator's down does not.
+     */
+    char *one[] = {"n1"};
+    Spur__Fsm__NodesNotResponding nr = SPUR__FSM__NODES_NOT_RESPONDING__INIT;
+    nr.n_names = 1;
+    nr.names = one;
+    Spur__Fsm__Command d = SPUR__FSM__COMMAND__INIT;
+    d.op_case = SPUR__FSM__COMMAND__OP_NODES_NOT_RESPONDING;
+    d.nodes_not_responding = &nr;
+    run_ok(&t, &d);
+    ck_assert_int_eq(node(&t, "n1").state, N(DOWN));
+    run_ok(&t, &c);
+    struct nv n = node(&t, "n1");
+    ck_assert_int_eq(n.state, N(IDLE));
+    ck_assert(!n.not_responding);
+    ck_assert_str_eq(n.reason, "");
+    update_node(&t, "n3", "down", "operator");
+    run_ok(&t, &c);
+    ck_assert_int_eq(node(&t, "n3").state, N(DOWN));
     t_free(&t);
 }
 END_TEST
