@@ -18,7 +18,7 @@ CLI. What holds, each against those processes:
   - sinfo shows IDLE / MIXED / ALLOCATED / DOWN from the real allocation; squeue the
     node list;
   - a 2-node job sees both nodes (SLURM_JOB_NODELIST cn[1-2]) and, as under Slurm, its
-    script runs once, on the batch host (xfail while every node runs it);
+    script runs once, on the batch host;
   - examples/local-cluster, on private ports, runs `sbatch --wrap hostname`.
 
 The tests that do not disturb the cluster share one (module scope, two agents of 1 CPU);
@@ -307,10 +307,6 @@ def test_a_job_runs_as_its_user_with_slurms_environment_and_output(jc1, test_use
     assert not (work / f"slurm-{jid2}.out").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="every node of the job runs the batch script: "
-                   "raftd/jobctl.c send_launch() launches every part and agent/monitor.c "
-                   "runs the script for any node_index (fsm already ends the job on the "
-                   "batch host's report); Slurm runs it on the batch host only")
 def test_a_multi_node_job_sees_its_nodes_and_runs_its_script_once_on_the_batch_host(jc1):
     jc = jc1
     script = "env | grep -E '^(SLURM_JOB_NODELIST|SLURM_JOB_NUM_NODES|SLURMD_NODENAME)=' | sort"
