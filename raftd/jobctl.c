@@ -90,10 +90,15 @@ struct jobctl {
     struct jobctl_job *jobs; /* owned */
     size_t njobs, capjobs;
     struct jobctl_reports reports;
-    struct jobctl_job_ref_list {
-        struct fsm_job_ref *v;
+    struct jobctl_start_list {
+        struct jobctl_start {
+            uint64_t job_id;
+            uint32_t attempt;
+            uint64_t due_ms; /* proposed from then on, unless its report came first */
+        } *v;
         size_t n, cap;
     } starts;
+    struct event *ev_starts; /* owned: the hold of the earliest queued start */
     struct launch_fail *fails;
     size_t nfails, capfails;
     struct sigwait *sigwaits;
@@ -538,6 +543,8 @@ static void on_agent_down(void *arg, const char *node, const char *why)
     }
 }
 
+static void drop_start(struct jobctl *jc, uint64_t job_id, uint32_t attempt);
+
 static void on_ended(void *arg, const char *node, const Spur__Agent__Ended *e)
 {
     struct jobctl *jc = arg;
@@ -559,6 +566,8 @@ static void on_ended(void *arg, const char *node, const Spur__Agent__Ended *e)
     rep.start_time_ms = e->start_time_ms;
     rep.end_time_ms = e->end_time_ms;
     rep.never_ran = e->never_ran;
+    if (!e->never_ran)
+        drop_start(jc, e->job_id, e->attempt);
     queue_report(jc, &rep);
 }
 
@@ -667,14 +676,36 @@ static void queue_start(struct jobctl *jc, struct jobctl_job *j)
     j->start_proposed_ms = mono_ms(); /* queued now; the flush stamps it again */
     if (jc->starts.n == jc->starts.cap) {
         size_t nc = jc->starts.cap ? jc->starts.cap * 2 : 64;
-        struct fsm_job_ref *nv = realloc(jc->starts.v, nc * sizeof(*nv));
+        struct jobctl_start *nv = realloc(jc->starts.v, nc * sizeof(*nv));
         if (nv == NULL)
             return; /* the period proposes it again */
         jc->starts.v = nv;
         jc->starts.cap = nc;
     }
-    jc->starts.v[jc->starts.n++] = (struct fsm_job_ref){j->job_id, j->attempt};
-    turn_soon(jc);
+    uint64_t due = mono_ms() + JOBCTL_START_HOLD_MS;
+    jc->starts.v[jc->starts.n++] = (struct jobctl_start){j->job_id, j->attempt, due};
+    if (!evtimer_pending(jc->ev_starts, NULL)) {
+        struct timeval tv = {0, JOBCTL_START_HOLD_MS * 1000};
+        evtimer_add(jc->ev_starts, &tv);
+    }
+}
+
+/*
+ * The batch host's report of (job, attempt) arrived: a start still held for it is
+ * dropped, since the report itself counts as the start (a job that ends within the hold
+ * costs one log entry less: trivial jobs are most of a busy queue).
+ */
+static void drop_start(struct jobctl *jc, uint64_t job_id, uint32_t attempt)
+{
+    for (size_t i = 0; i < jc->starts.n; i++) {
+        if (jc->starts.v[i].job_id == job_id && jc->starts.v[i].attempt == attempt) {
+            memmove(&jc->starts.v[i], &jc->starts.v[i + 1],
+                    (jc->starts.n - i - 1) * sizeof(jc->starts.v[0]));
+            jc->starts.n--;
+            jc->st.starts_folded++;
+            return;
+        }
+    }
 }
 
 static void launch_answer(struct jobctl *jc, const struct agents_answer *ans)
@@ -1061,6 +1092,7 @@ static void leave_office(struct jobctl *jc, const char *why)
     jc->active = false;
     fsm_events_enable(jc->n->fsm, false);
     evtimer_del(jc->ev_tick);
+    evtimer_del(jc->ev_starts);
     fail_sigwaits(jc, why);
     forget_all(jc);
     log_event(LOG_INFO, "jobctl", "leader duties stopped", "term=%llu why=%s",
@@ -1149,8 +1181,12 @@ static void schedule_pass(struct jobctl *jc)
 static void flush_starts(struct jobctl *jc)
 {
     uint64_t now = mono_ms();
-    for (size_t off = 0; off < jc->starts.n; off += JOBCTL_MAX_BATCH) {
-        size_t cnt = jc->starts.n - off;
+    /* The queue is in due order: propose the due prefix, keep the rest held. */
+    size_t due = 0;
+    while (due < jc->starts.n && jc->starts.v[due].due_ms <= now)
+        due++;
+    for (size_t off = 0; off < due; off += JOBCTL_MAX_BATCH) {
+        size_t cnt = due - off;
         if (cnt > JOBCTL_MAX_BATCH)
             cnt = JOBCTL_MAX_BATCH;
         Spur__Fsm__JobStart *v = calloc(cnt, sizeof(*v));
@@ -1179,7 +1215,22 @@ static void flush_starts(struct jobctl *jc)
         free(v);
         free(pv);
     }
-    jc->starts.n = 0;
+    memmove(jc->starts.v, jc->starts.v + due, (jc->starts.n - due) * sizeof(jc->starts.v[0]));
+    jc->starts.n -= due;
+    if (jc->starts.n > 0 && !evtimer_pending(jc->ev_starts, NULL)) {
+        uint64_t wait = jc->starts.v[0].due_ms > now ? jc->starts.v[0].due_ms - now : 0;
+        struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
+        evtimer_add(jc->ev_starts, &tv);
+    }
+}
+
+static void on_starts_due(evutil_socket_t fd, short what, void *arg)
+{
+    struct jobctl *jc = arg;
+    (void)fd;
+    (void)what;
+    if (jc->active)
+        flush_starts(jc);
 }
 
 static void flush_reports(struct jobctl *jc)
@@ -1404,7 +1455,9 @@ struct jobctl *jobctl_new(struct node *n, struct node_api *api, const struct cfg
     jc->agents = agents_new(n->base, &ao, transport_resolver(n->tr), &h);
     jc->ev_turn = event_new(n->base, -1, 0, on_turn, jc);
     jc->ev_tick = evtimer_new(n->base, on_tick, jc);
-    if (jc->agents == NULL || jc->ev_turn == NULL || jc->ev_tick == NULL) {
+    jc->ev_starts = evtimer_new(n->base, on_starts_due, jc);
+    if (jc->agents == NULL || jc->ev_turn == NULL || jc->ev_tick == NULL ||
+        jc->ev_starts == NULL) {
         jobctl_free(jc);
         return NULL;
     }
@@ -1423,6 +1476,8 @@ void jobctl_free(struct jobctl *jc)
         event_free(jc->ev_turn);
     if (jc->ev_tick)
         event_free(jc->ev_tick);
+    if (jc->ev_starts)
+        event_free(jc->ev_starts);
     free(jc->nodes);
     free(jc->jobs);
     free(jc->starts.v);

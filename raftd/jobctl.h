@@ -63,6 +63,9 @@
 #define JOBCTL_RETRY_MS    30000 /* a proposal not applied by then may be made again */
 #define JOBCTL_PERIOD_MS   1000  /* the periodic duties (and scheduler pass) */
 #define JOBCTL_MAX_BATCH   4096  /* reports or starts in one entry */
+/* A confirmed launch waits this long before its JobsStarted: a report within it counts
+ * as the start, and the entry is not written (trivial jobs end well within it). */
+#define JOBCTL_START_HOLD_MS 20
 #define JOBCTL_UNCONFIRMED UINT64_MAX
 
 struct jobctl;
@@ -82,6 +85,7 @@ struct jobctl_stats {
     uint64_t agents_connected;
     uint64_t launches;        /* Launch requests sent */
     uint64_t launch_failures; /* JobLaunchFailed proposed */
+    uint64_t starts_folded;   /* JobsStarted not written: the report came within the hold */
     uint64_t reports;         /* Ended reports received from agents */
     uint64_t lost;            /* jobs proposed lost after a Pong */
     uint64_t terminated;      /* jobs an agent ran that the state did not place there */

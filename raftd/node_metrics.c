@@ -185,6 +185,9 @@ static void render(const struct node_metrics *m, struct buf *b)
             (double)js.launches);
     counter(b, "spur_job_launch_failures_total", "Launches an agent refused (JobLaunchFailed).",
             (double)js.launch_failures);
+    counter(b, "spur_job_starts_folded_total",
+            "Confirmed launches whose report came within the start hold: no JobsStarted entry.",
+            (double)js.starts_folded);
     counter(b, "spur_job_reports_total", "Completion reports received from agents.",
             (double)js.reports);
     counter(b, "spur_jobs_lost_total",

@@ -16,7 +16,7 @@ that times out says so and the next one runs.
 
 Run as root (spurd runs jobs as their users). Usage:
   bench/jobs/run.py [--agents 1,4] [--cpus 2] [--jobs 1000] [--parallel 16]
-                    [--timeout 600] [--build DIR] [--keep]
+                    [--submit sbatch|api] [--timeout 600] [--build DIR] [--keep]
 Reference (issue 12): Slurm 22.05 on this kind of machine, 2.1 jobs/s on one node (0.7
 with its defaults), 9.5 with four. Target: >= 300 jobs/s on one agent. Prints; asserts
 nothing.
@@ -80,7 +80,22 @@ def one_row(spurtest, tmp, n_agents, a):
                 return row
             time.sleep(0.2)
 
-        def submit(_):
+        hosts = cluster.hosts().split(",")
+        spec = (spurtest.pb_field(1, "wrap") + spurtest.pb_field(10, str(work))
+                + spurtest.pb_field(12, b"#!/bin/sh\ntrue\n") + spurtest.pb_field(14, "root"))
+        body = spurtest.pb_field(1, spec)  # SubmitJobRequest.spec
+
+        def submit(i):
+            if a.submit == "api":
+                # One Request per job straight to the client API (no CLI process): what the
+                # controller and the agent sustain without the cost of starting sbatch.
+                try:
+                    r = spurtest.api_call(hosts[i % len(hosts)], 40, body, user="root",
+                                          cluster_name=cluster.cfgs[0]["cluster_name"],
+                                          client_id=(1 << 40) + i, seq=1, timeout=60)
+                except OSError:
+                    return False
+                return r["code"] == 0
             p = cli(spurtest, cluster, work, "sbatch", "--parsable", "--wrap", "true",
                     timeout=120)
             return p.returncode == 0
@@ -119,7 +134,10 @@ def main():
     ap.add_argument("--agents", default="1,4", help="agent counts, one row each")
     ap.add_argument("--cpus", type=int, default=2, help="CPUs each agent offers")
     ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument("--parallel", type=int, default=16, help="sbatch processes at a time")
+    ap.add_argument("--parallel", type=int, default=16, help="submitters at a time")
+    ap.add_argument("--submit", choices=("sbatch", "api"), default="sbatch",
+                    help="sbatch processes (as users do), or client API requests from this "
+                         "process (no CLI start-up on the 2 shared cores)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per row, at most")
     add_build_option(ap)
     ap.add_argument("--keep", action="store_true", help="keep the state dirs and logs")
@@ -131,7 +149,8 @@ def main():
         sys.exit(f"{spurtest.SPURD} is missing: ninja -C {spurtest.BUILD}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-jobs-"))
     print(f"# 3 replicas + N spurd agents of {a.cpus} CPUs on 127.0.0.1, fsync on; "
-          f"{a.jobs} x `sbatch --wrap true`, {a.parallel} sbatch at a time; state in {tmp}")
+          f"{a.jobs} x `--wrap true` jobs through {a.submit}, {a.parallel} at a time; "
+          f"state in {tmp}")
     print(f"{'agents':>6} {'cpus':>4} {'jobs/s':>8} {'submit/s':>8} {'start p50 ms':>12} "
           f"{'p99 ms':>8} {'max ms':>8} {'refused':>7} {'not CD':>6}  note")
     for n in [int(x) for x in a.agents.split(",") if x]:
