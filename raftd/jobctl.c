@@ -1215,8 +1215,10 @@ static void flush_starts(struct jobctl *jc)
         free(v);
         free(pv);
     }
-    memmove(jc->starts.v, jc->starts.v + due, (jc->starts.n - due) * sizeof(jc->starts.v[0]));
-    jc->starts.n -= due;
+    if (due > 0) {
+        memmove(jc->starts.v, jc->starts.v + due, (jc->starts.n - due) * sizeof(jc->starts.v[0]));
+        jc->starts.n -= due;
+    }
     if (jc->starts.n > 0 && !evtimer_pending(jc->ev_starts, NULL)) {
         uint64_t wait = jc->starts.v[0].due_ms > now ? jc->starts.v[0].due_ms - now : 0;
         struct timeval tv = {(time_t)(wait / 1000), (suseconds_t)(wait % 1000) * 1000};
