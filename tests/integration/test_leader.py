@@ -48,6 +48,7 @@ class FakeAgent(threading.Thread):
         self.refuse = None  # (error, node_fault): answer launches with a refusal
         self.forget = set()  # (job, attempt) left out of the running list, unreported
         self.hold = False  # record launches without answering them
+        self.end_at_once = None  # an exit code: report each job right after its reply
         self.conns = []
         self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -137,6 +138,16 @@ class FakeAgent(threading.Thread):
                 body = pb_field(3, refuse[0]) + pb_field(4, int(refuse[1]))
             else:
                 body = pb_field(1, 1)
+            if not refuse and self.end_at_once is not None:
+                # The reply and the report in one write, as a trivial job's would come.
+                r = {"job_id": launch["job_id"], "attempt": launch["attempt"],
+                     "exit_code": self.end_at_once, "signal": 0, "never_ran": False}
+                with self.lock:
+                    self.running[(r["job_id"], r["attempt"])] = True
+                    self.reports[(r["job_id"], r["attempt"])] = r
+                conn.sendall(frame(msg(LAUNCH_REPLY, body, cluster=self.cluster, mid=mid))
+                             + frame(msg(ENDED, self.ended_body(r), cluster=self.cluster)))
+                return
             self.send(conn, LAUNCH_REPLY, body, mid)
         elif m.get(SIGNAL):
             s = pb_decode(m[SIGNAL][0])
@@ -280,6 +291,26 @@ def test_job_runs_through_the_agent(setup):
     assert m["spur_scheduler_passes_total"] >= 2
     assert m["spur_scheduler_allocations_total"] == 2
     assert m["spur_scheduler_pending_allocations"] == 0
+    assert m["spur_job_starts_folded_total"] == 0  # both were seen RUNNING first
+
+
+def metrics(c):
+    st, body = spurtest.http_get(c.ports[0]["metrics"], "/metrics")
+    assert st == 200
+    return {ln.split()[0]: float(ln.split()[1]) for ln in body.splitlines()
+            if ln and not ln.startswith("#")}
+
+
+def test_trivial_job_writes_no_start_entry(setup):
+    # A job that ends right after its launch is confirmed: the report within the start
+    # hold counts as its start, so no JobsStarted entry is written for it.
+    c, agent = setup
+    agent.end_at_once = 0
+    jid = sbatch(c, "--wrap", "true")
+    j = wait_state(c, jid, "COMPLETED")
+    assert j["start_time_ms"] > 0 and j["end_time_ms"] >= j["start_time_ms"], j
+    wait_until(lambda: (jid, 1) in agent.acks, 10, what="the EndedAck")
+    assert metrics(c)["spur_job_starts_folded_total"] == 1
 
 
 def test_refused_launch_fails_the_job(setup):
