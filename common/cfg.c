@@ -50,6 +50,10 @@ static int check_nonempty(const char *v, char *why, size_t whylen);
 static int check_opt_hostport(const char *v, char *why, size_t whylen);
 static int check_opt_node_name(const char *v, char *why, size_t whylen);
 static int check_cgroup_mode(const char *v, char *why, size_t whylen);
+static int check_opt_abs_path(const char *v, char *why, size_t whylen);
+static int check_munge_mode(const char *v, char *why, size_t whylen);
+static int check_user_name(const char *v, char *why, size_t whylen);
+static int check_opt_group_name(const char *v, char *why, size_t whylen);
 
 #define CFG_READ_CHUNK 4096 /* cfg_load_host() reads the file in pieces of at least this */
 
@@ -71,6 +75,18 @@ static const struct key top_keys[] = {
     {"controller.max_frame_bytes", K_U32, OFF(controller.max_frame_bytes), 65536, 64u << 20,
      NULL},
     {"controller.max_script_bytes", K_U32, OFF(controller.max_script_bytes), 1, 4u << 20, NULL},
+    {"controller.socket", K_STR, OFF(controller.socket), 0, 0, check_opt_abs_path},
+    {"controller.admin_users", K_STRLIST, OFF(controller.admin_users), 0, 64, check_user_name,
+     OFF(controller.nadmin_users)},
+    {"controller.admin_group", K_STR, OFF(controller.admin_group), 0, 0, check_opt_group_name},
+    {"auth", K_MAP, 0, 0, 0, NULL},
+    {"auth.key_file", K_STR, OFF(auth.key_file), 0, 0, check_abs_path},
+    {"auth.next_key_file", K_STR, OFF(auth.next_key_file), 0, 0, check_opt_abs_path},
+    {"auth.munge", K_STR, OFF(auth.munge), 0, 0, check_munge_mode},
+    {"auth.munge_socket", K_STR, OFF(auth.munge_socket), 0, 0, check_opt_abs_path},
+    {"auth.token_lifespan_s", K_U32, OFF(auth.token_lifespan_s), 1, 365u * 86400u, NULL},
+    {"auth.max_token_lifespan_s", K_U32, OFF(auth.max_token_lifespan_s), 1, 365u * 86400u,
+     NULL},
     {"raft", K_MAP, 0, 0, 0, NULL},
     {"raft.listen", K_STR, OFF(raft.listen), 0, 0, netaddr_check_hostport},
     {"raft.heartbeat_ms", K_U32, OFF(raft.heartbeat_ms), 10, 10000, NULL},
@@ -177,6 +193,13 @@ void cfg_free(struct cfg *c)
     free(c->raft.listen);
     free(c->health.bind);
     free(c->metrics.bind);
+    free(c->controller.socket);
+    strlist_free(c->controller.admin_users, c->controller.nadmin_users);
+    free(c->controller.admin_group);
+    free(c->auth.key_file);
+    free(c->auth.next_key_file);
+    free(c->auth.munge);
+    free(c->auth.munge_socket);
     free(c->agent.listen);
     free(c->agent.address);
     free(c->agent.spool_dir);
@@ -224,6 +247,16 @@ int cfg_defaults(struct cfg *c)
     c->controller.finished_job_retention_s = 86400;
     c->controller.max_frame_bytes = 4u << 20;
     c->controller.max_script_bytes = 1u << 20;
+    c->controller.socket = xstrdup("/run/spurctld/spurctld.sock");
+    c->controller.admin_users = NULL;
+    c->controller.nadmin_users = 0;
+    c->controller.admin_group = xstrdup("");
+    c->auth.key_file = xstrdup("/etc/spur/spur.key");
+    c->auth.next_key_file = xstrdup("");
+    c->auth.munge = xstrdup("auto");
+    c->auth.munge_socket = xstrdup("");
+    c->auth.token_lifespan_s = 1800;
+    c->auth.max_token_lifespan_s = 7u * 86400u;
     c->raft.listen = xstrdup("[::]:6821");
     c->raft.heartbeat_ms = 100;
     c->raft.election_timeout_ms = 1000;
@@ -264,7 +297,8 @@ int cfg_defaults(struct cfg *c)
         !c->controller.peers || !c->controller.peers[0] || !c->controller.hosts ||
         !c->controller.hosts[0] || !c->raft.listen || !c->health.bind || !c->metrics.bind ||
         !c->agent.listen || !c->agent.address || !c->agent.spool_dir || !c->agent.node_name ||
-        !c->agent.cgroup || !c->accounting.database_url || !c->log.level || !c->partitions[0].name ||
+        !c->agent.cgroup || !c->controller.socket || !c->controller.admin_group ||
+        !c->auth.key_file || !c->auth.next_key_file || !c->auth.munge || !c->auth.munge_socket || !c->accounting.database_url || !c->log.level || !c->partitions[0].name ||
         !c->partitions[0].nodes)
         return -1;
     return 0;
@@ -350,6 +384,57 @@ static int check_cgroup_mode(const char *v, char *why, size_t whylen)
         return 0;
     snprintf(why, whylen, "must be auto, v2 or none");
     return -1;
+}
+
+/* controller.socket, auth.next_key_file, auth.munge_socket: empty (none) or an absolute path. */
+static int check_opt_abs_path(const char *v, char *why, size_t whylen)
+{
+    if (v[0] == '\0')
+        return 0;
+    if (check_abs_path(v, why, whylen) != 0)
+        return -1;
+    if (strlen(v) > 100) { /* a Unix socket's sun_path holds 108 bytes */
+        snprintf(why, whylen, "path longer than 100 bytes");
+        return -1;
+    }
+    return 0;
+}
+
+static int check_munge_mode(const char *v, char *why, size_t whylen)
+{
+    if (strcmp(v, "auto") == 0 || strcmp(v, "on") == 0 || strcmp(v, "off") == 0)
+        return 0;
+    snprintf(why, whylen, "must be auto, on or off");
+    return -1;
+}
+
+/* A login name as useradd(8) accepts it: letters, digits, '.', '_', '-', not first '-'. */
+static int check_user_name(const char *v, char *why, size_t whylen)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n > 32 || v[0] == '-') {
+        snprintf(why, whylen, "\"%.40s\" is not a user name", v);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (!isalnum(ch) && ch != '.' && ch != '_' && ch != '-' && !(ch == '$' && i == n - 1)) {
+            snprintf(why, whylen, "\"%.40s\" is not a user name", v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_opt_group_name(const char *v, char *why, size_t whylen)
+{
+    if (v[0] == '\0')
+        return 0;
+    if (check_user_name(v, why, whylen) != 0) {
+        snprintf(why, whylen, "\"%.40s\" is not a group name", v);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- errors ------------------------------------------------------------------------- */
@@ -1430,6 +1515,22 @@ void cfg_print(FILE *out, const struct cfg *c)
             "\n  finished_job_retention_s: %u\n  max_frame_bytes: %u\n  max_script_bytes: %u\n",
             c->controller.finished_job_retention_s, c->controller.max_frame_bytes,
             c->controller.max_script_bytes);
+    fputs("  socket: ", out);
+    print_str(out, c->controller.socket);
+    fputs("\n  admin_users: ", out);
+    print_list(out, c->controller.admin_users, c->controller.nadmin_users);
+    fputs("\n  admin_group: ", out);
+    print_str(out, c->controller.admin_group);
+    fputs("\nauth:\n  key_file: ", out);
+    print_str(out, c->auth.key_file);
+    fputs("\n  next_key_file: ", out);
+    print_str(out, c->auth.next_key_file);
+    fputs("\n  munge: ", out);
+    print_str(out, c->auth.munge);
+    fputs("\n  munge_socket: ", out);
+    print_str(out, c->auth.munge_socket);
+    fprintf(out, "\n  token_lifespan_s: %u\n  max_token_lifespan_s: %u\n",
+            c->auth.token_lifespan_s, c->auth.max_token_lifespan_s);
     fputs("raft:\n  listen: ", out);
     print_str(out, c->raft.listen);
     fprintf(out,

@@ -79,7 +79,19 @@ struct cfg {
         uint32_t finished_job_retention_s;
         uint32_t max_frame_bytes;
         uint32_t max_script_bytes;
+        char *socket;       /* the local client API socket (SO_PEERCRED); "": none */
+        char **admin_users; /* operators besides root, by login name */
+        size_t nadmin_users;
+        char *admin_group;  /* members of this group are operators; "": none */
     } controller;
+    struct {
+        char *key_file;      /* the cluster key (current): peers, agents, tokens */
+        char *next_key_file; /* a second key accepted during rotation; "": none */
+        char *munge;         /* "auto", "on" or "off": MUNGE credentials from other hosts */
+        char *munge_socket;  /* munged's socket; "": libmunge's default */
+        uint32_t token_lifespan_s;     /* scontrol token without lifespan= */
+        uint32_t max_token_lifespan_s; /* the longest lifespan= granted */
+    } auth;
     struct {
         char *listen;
         uint32_t heartbeat_ms;
