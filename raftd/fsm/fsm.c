@@ -236,8 +236,19 @@ int fsm_encode_command(const Spur__Fsm__Command *cmd, uint8_t **out, size_t *len
 
 int fsm_encode_request(const Spur__Api__Request *req, uint64_t time_ms, uint8_t **out, size_t *len)
 {
+    /*
+     * Who asks decides what apply allows (job ownership), so a write without a proved
+     * caller is never encoded: defaulting to anyone, least of all an operator, would let
+     * a path that forgot to set it act on every job.
+     */
+    if (fsm_op_kind(req) != FSM_OP_WRITE)
+        return FSM_ENOTWRITE;
+    const Spur__Api__Caller *who = req->caller;
+    if (who == NULL)
+        return FSM_EINVAL;
     /* A missing sub-message is encoded as an empty one, so apply names what is missing. */
     Spur__Api__JobSpec no_spec = SPUR__API__JOB_SPEC__INIT;
+    Spur__Api__JobSpec spec; /* a shallow copy: the submitter is the caller */
     Spur__Api__JobIdRequest no_id = SPUR__API__JOB_ID_REQUEST__INIT;
     Spur__Api__CancelJobsRequest no_filter = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
     Spur__Api__UpdateNodeRequest no_update = SPUR__API__UPDATE_NODE_REQUEST__INIT;
@@ -248,13 +259,19 @@ int fsm_encode_request(const Spur__Api__Request *req, uint64_t time_ms, uint8_t 
     c.client_id = req->client_id;
     c.seq = req->seq;
     c.time_ms = time_ms;
-    c.user = req->user;
+    c.user = who->user;
+    c.caller_uid = who->uid;
+    c.caller_operator = who->operator_;
     switch (req->op_case) {
     case SPUR__API__REQUEST__OP_SUBMIT_JOB:
         c.op_case = SPUR__FSM__COMMAND__OP_SUBMIT_JOB;
-        c.submit_job = req->submit_job != NULL && req->submit_job->spec != NULL
-                           ? req->submit_job->spec
-                           : &no_spec;
+        /* The job runs as the caller, whatever the client wrote in the spec. */
+        spec = req->submit_job != NULL && req->submit_job->spec != NULL ? *req->submit_job->spec
+                                                                        : no_spec;
+        spec.user = who->user;
+        spec.uid = who->uid;
+        spec.gid = who->gid;
+        c.submit_job = &spec;
         break;
     case SPUR__API__REQUEST__OP_CANCEL_JOB:
         c.op_case = SPUR__FSM__COMMAND__OP_CANCEL_JOB;

@@ -64,8 +64,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Command.version this build writes; an entry with a larger one is rejected. */
-#define FSM_COMMAND_VERSION 1
+/*
+ * Command.version this build writes; an entry with a larger one is rejected.
+ *   1: the first format.
+ *   2: the command carries its caller (user, caller_uid, caller_operator, from
+ *      Request.caller) and apply enforces job ownership: cancel, cancel_jobs, hold and
+ *      release of another user's job by a non-operator are refused (CODE_DENIED). Version
+ *      1 entries still apply without that check, so an old log replays as it applied.
+ */
+#define FSM_COMMAND_VERSION 2
 /* SnapshotHeader.format_version this build writes and reads. */
 #define FSM_SNAPSHOT_VERSION 1
 /* Longest error line in a reply or from an encoder, NUL included. */
@@ -81,7 +88,8 @@ enum fsm_status {
     FSM_ENOMEM = -1,    /* out of memory; after fsm_apply() the state may be partly
                            changed: the replica must exit and recover from disk */
     FSM_ESTALE = -2,    /* fsm_apply(): index not after fsm_last_applied(); ignored */
-    FSM_EINVAL = -3,    /* an encoder or fsm_restore() refused its input (err says why) */
+    FSM_EINVAL = -3,    /* an encoder or fsm_restore() refused its input (err says why;
+                           fsm_encode_request(): the request has no caller) */
     FSM_ENOTWRITE = -4, /* fsm_encode_request(): the request is not a write */
 };
 
@@ -118,9 +126,12 @@ enum fsm_op_kind {
 enum fsm_op_kind fsm_op_kind(const Spur__Api__Request *req);
 
 /*
- * The log entry for a write: Command{version, client_id, seq, user, time_ms, op} with the
- * request's fields. Validation happens at apply, on every replica alike. Returns FSM_OK
- * with *out malloc'd, FSM_ENOTWRITE, or FSM_ENOMEM.
+ * The log entry for a write: Command{version, client_id, seq, time_ms, op} with the
+ * request's fields, and the caller the replica proved (Request.caller): user, caller_uid,
+ * caller_operator. A submitted JobSpec is encoded with the caller's user, uid and gid in
+ * place of whatever the client wrote. Validation happens at apply, on every replica
+ * alike. Returns FSM_OK with *out malloc'd, FSM_ENOTWRITE, FSM_EINVAL (a write without a
+ * caller: never encoded, never taken for an operator's), or FSM_ENOMEM.
  */
 int fsm_encode_request(const Spur__Api__Request *req, uint64_t time_ms, uint8_t **out, size_t *len);
 /* Any command (the later job-running ones, tests); version is set if 0. Same returns. */

@@ -20,6 +20,10 @@
 #define C_NOT_FOUND SPUR__API__CODE__CODE_NOT_FOUND
 #define C_CONFLICT  SPUR__API__CODE__CODE_CONFLICT
 #define C_TOO_LARGE SPUR__API__CODE__CODE_TOO_LARGE
+#define C_DENIED    SPUR__API__CODE__CODE_DENIED
+
+/* The first command version whose caller is checked against a job's owner. */
+#define OWNERSHIP_VERSION 2u
 
 #define JS_PENDING       SPUR__API__JOB_STATE__JOB_PENDING
 #define JS_RUNNING       SPUR__API__JOB_STATE__JOB_RUNNING
@@ -46,6 +50,7 @@ void fsm_cmd_result_free(struct fsm_cmd_result *r)
     free(r->cancelled.v);
     free(r->not_found.v);
     free(r->already_done.v);
+    free(r->denied.v);
     fsm_cmd_result_init(r);
 }
 
@@ -107,6 +112,8 @@ int fsm_cmd_result_pack(const struct fsm_cmd_result *r, uint8_t **out, size_t *l
         cancel.not_found = r->not_found.v;
         cancel.n_already_done = r->already_done.n;
         cancel.already_done = r->already_done.v;
+        cancel.n_denied = r->denied.n;
+        cancel.denied = r->denied.v;
         resp.result_case = SPUR__API__RESPONSE__RESULT_CANCEL_JOBS;
         resp.cancel_jobs = &cancel;
         break;
@@ -155,6 +162,28 @@ static struct fsm_node *find_node(struct fsm *f, const char *name, struct fsm_cm
     if (node == NULL)
         fsm_cmd_fail(r, C_NOT_FOUND, "node \"%.64s\" does not exist", name);
     return node;
+}
+
+/*
+ * Whether the command's caller may act on this job: an operator, or the job's owner (the
+ * same uid). Commands older than OWNERSHIP_VERSION carry no trustworthy caller and apply
+ * as they did when written, so replaying an old log gives the state it gave then.
+ */
+static bool may_touch(const Spur__Fsm__Command *cmd, const struct fsm_job *job)
+{
+    return cmd->version < OWNERSHIP_VERSION || cmd->caller_operator || cmd->caller_uid == job->uid;
+}
+
+/* find_job(), then the ownership rule: NULL with r set (DENIED) for another's job. */
+static struct fsm_job *find_own_job(struct fsm *f, const Spur__Fsm__Command *cmd, uint64_t id,
+                                    struct fsm_cmd_result *r)
+{
+    struct fsm_job *job = find_job(f, id, r);
+    if (job != NULL && !may_touch(cmd, job)) {
+        fsm_cmd_fail(r, C_DENIED, FSM_DENIED_MSG);
+        return NULL;
+    }
+    return job;
 }
 
 /* ---- job endings and requeues ------------------------------------------------------------ */
@@ -463,9 +492,10 @@ static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_c
     return FSM_OK;
 }
 
-static int cmd_cancel(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
+static int cmd_cancel(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
-    struct fsm_job *job = find_job(f, req != NULL ? req->job_id : 0, r);
+    const Spur__Api__JobIdRequest *req = cmd->cancel_job;
+    struct fsm_job *job = find_own_job(f, cmd, req != NULL ? req->job_id : 0, r);
     if (job == NULL)
         return FSM_OK;
     if (fsm_job_state_final(job->state)) {
@@ -479,9 +509,24 @@ static int cmd_cancel(struct fsm *f, const Spur__Api__JobIdRequest *req, struct 
     return FSM_OK;
 }
 
-static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
-                           struct fsm_cmd_result *r)
+/*
+ * A non-operator's user filter may name only the caller (scancel -u X of someone else's
+ * jobs is Slurm's "Access/permission denied"). Version 1 commands are not checked.
+ */
+static bool users_filter_allowed(const Spur__Fsm__Command *cmd,
+                                 const Spur__Api__CancelJobsRequest *q)
 {
+    if (cmd->version < OWNERSHIP_VERSION || cmd->caller_operator)
+        return true;
+    for (size_t i = 0; i < q->n_users; i++)
+        if (strcmp(PB_STR(q->users[i]), PB_STR(cmd->user)) != 0)
+            return false;
+    return true;
+}
+
+static int cmd_cancel_jobs(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
+{
+    const Spur__Api__CancelJobsRequest *q = cmd->cancel_jobs;
     if (q == NULL || (q->n_ids == 0 && q->n_users == 0 && q->n_states == 0 && q->n_names == 0 &&
                       q->n_partitions == 0)) {
         fsm_cmd_fail(r, C_INVALID, "no jobs selected: give job ids or a filter");
@@ -492,6 +537,10 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
             fsm_cmd_fail(r, C_INVALID, "unknown job state %d in the filter", (int)q->states[i]);
             return FSM_OK;
         }
+    }
+    if (!users_filter_allowed(cmd, q)) {
+        fsm_cmd_fail(r, C_DENIED, FSM_DENIED_MSG);
+        return FSM_OK;
     }
     /* The non-id filters of scancel: each given filter must match. */
     const struct fsm_job_filter flt = {
@@ -518,6 +567,8 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
                 rc = idlist_push(&r->not_found, ids[i]);
             } else if (!fsm_job_filter_match(job, &flt)) {
                 continue; /* named, but another filter excludes it: left alone */
+            } else if (!may_touch(cmd, job)) {
+                rc = idlist_push(&r->denied, ids[i]);
             } else if (fsm_job_state_final(job->state)) {
                 rc = idlist_push(&r->already_done, ids[i]);
             } else {
@@ -531,7 +582,9 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
     }
     for (size_t i = 0; i < f->jobs.norder; i++) {
         struct fsm_job *job = f->jobs.order[i];
-        if (job == NULL || fsm_job_state_final(job->state) || !fsm_job_filter_match(job, &flt))
+        /* A filter reaches only the jobs the caller may touch: its own, unless an operator. */
+        if (job == NULL || fsm_job_state_final(job->state) || !fsm_job_filter_match(job, &flt) ||
+            !may_touch(cmd, job))
             continue;
         if (idlist_push(&r->cancelled, job->id) != 0 || cancel_active(f, job) != FSM_OK)
             return FSM_ENOMEM;
@@ -539,10 +592,10 @@ static int cmd_cancel_jobs(struct fsm *f, const Spur__Api__CancelJobsRequest *q,
     return FSM_OK;
 }
 
-static struct fsm_job *find_pending(struct fsm *f, const Spur__Api__JobIdRequest *req,
-                                    struct fsm_cmd_result *r)
+static struct fsm_job *find_pending(struct fsm *f, const Spur__Fsm__Command *cmd,
+                                    const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
 {
-    struct fsm_job *job = find_job(f, req != NULL ? req->job_id : 0, r);
+    struct fsm_job *job = find_own_job(f, cmd, req != NULL ? req->job_id : 0, r);
     if (job != NULL && job->state != JS_PENDING) {
         fsm_cmd_fail(r, C_CONFLICT, "job %" PRIu64 " is not pending (%s)", job->id,
                      fsm_job_state_name(job->state));
@@ -551,9 +604,9 @@ static struct fsm_job *find_pending(struct fsm *f, const Spur__Api__JobIdRequest
     return job;
 }
 
-static int cmd_hold(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
+static int cmd_hold(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
-    struct fsm_job *job = find_pending(f, req, r);
+    struct fsm_job *job = find_pending(f, cmd, cmd->hold_job, r);
     if (job == NULL)
         return FSM_OK;
     job->held = true;
@@ -563,9 +616,9 @@ static int cmd_hold(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fs
     return FSM_OK;
 }
 
-static int cmd_release(struct fsm *f, const Spur__Api__JobIdRequest *req, struct fsm_cmd_result *r)
+static int cmd_release(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
-    struct fsm_job *job = find_pending(f, req, r);
+    struct fsm_job *job = find_pending(f, cmd, cmd->release_job, r);
     if (job == NULL)
         return FSM_OK;
     if (job->held) {
@@ -1138,13 +1191,13 @@ int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_r
     case SPUR__FSM__COMMAND__OP_SUBMIT_JOB:
         return cmd_submit(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_CANCEL_JOB:
-        return cmd_cancel(f, cmd->cancel_job, r);
+        return cmd_cancel(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_CANCEL_JOBS:
-        return cmd_cancel_jobs(f, cmd->cancel_jobs, r);
+        return cmd_cancel_jobs(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_HOLD_JOB:
-        return cmd_hold(f, cmd->hold_job, r);
+        return cmd_hold(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_RELEASE_JOB:
-        return cmd_release(f, cmd->release_job, r);
+        return cmd_release(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_UPDATE_NODE:
         return cmd_update_node(f, cmd->update_node, r);
     case SPUR__FSM__COMMAND__OP_REGISTER_NODE:

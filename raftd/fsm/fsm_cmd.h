@@ -17,6 +17,13 @@
  *     and answer OK.
  *   - As it applies, it records what the leader must do in f->ev (fsm_events.h); nothing
  *     it decides reads that record.
+ *   - Job ownership (commands of version >= 2, fsm.h FSM_COMMAND_VERSION): cancel, hold
+ *     and release of a job whose uid is not the command's caller_uid, by a caller that is
+ *     not an operator, are refused with CODE_DENIED "Access/permission denied" and leave
+ *     the job alone. cancel_jobs by a non-operator: a user filter naming anyone but the
+ *     caller is refused whole (DENIED); otherwise the filters only reach the caller's own
+ *     jobs, and another user's job named by id is listed in denied. Version 1 commands
+ *     (logs written before ownership existed) apply as they did then, without the check.
  *
  * Ownership: a struct fsm_cmd_result owns its id lists; fsm_cmd_result_free() frees them.
  */
@@ -46,6 +53,7 @@ struct fsm_cmd_result {
     struct fsm_idlist cancelled;
     struct fsm_idlist not_found;
     struct fsm_idlist already_done;
+    struct fsm_idlist denied; /* named by id, another user's (version >= 2) */
 };
 
 void fsm_cmd_result_init(struct fsm_cmd_result *r);
@@ -58,6 +66,9 @@ int fsm_cmd_result_pack(const struct fsm_cmd_result *r, uint8_t **out, size_t *l
 
 /* Apply one decoded command. Returns FSM_OK (the outcome is in r) or FSM_ENOMEM. */
 int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r);
+
+/* The error line of an ownership refusal (Slurm's ESLURM_ACCESS_DENIED text). */
+#define FSM_DENIED_MSG "Access/permission denied"
 
 /* Validation limits of a job spec (docs/state-machine.md). */
 #define FSM_JOB_NAME_MAX       256

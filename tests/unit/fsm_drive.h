@@ -18,7 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Apply c at the next index, stamped time_ms (user "alice" when none); the response. */
+/*
+ * Apply c at the next index, stamped time_ms; the response. A command without a user
+ * runs as "alice": this build's version, caller_uid as given (0 unless set, the uid of a
+ * spec that names none, so she owns the jobs such specs submit) and no operator unless
+ * caller_operator is set. Ownership tests set user, caller_uid and caller_operator.
+ */
 static inline Spur__Api__Response *fsm_drive_apply(struct fsm *f, Spur__Fsm__Command *c,
                                                    uint64_t time_ms)
 {

@@ -652,11 +652,14 @@ START_TEST(test_hold_release)
 }
 END_TEST
 
+/* scancel with filters by an operator (root): the filters alone decide. */
 static Spur__Api__Response *cancel_jobs(struct t *t, Spur__Api__CancelJobsRequest *q)
 {
     Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;
     c.op_case = SPUR__FSM__COMMAND__OP_CANCEL_JOBS;
     c.cancel_jobs = q;
+    c.user = "root";
+    c.caller_operator = true;
     return run(t, &c);
 }
 
@@ -733,6 +736,366 @@ START_TEST(test_cancel_jobs_filters)
     fsm_stats(t.f, &st);
     ck_assert_uint_eq(st.jobs_by_state[J_CANCELLED], 5);
     ck_assert_uint_eq(st.jobs_by_state[J_PENDING], 0);
+    t_free(&t);
+}
+END_TEST
+
+/* ---- ownership: who may act on a job (command version 2) --------------------------------- */
+
+#define C_DENIED SPUR__API__CODE__CODE_DENIED
+
+static Spur__Api__Caller caller_of(const char *user, uint32_t uid, bool op)
+{
+    Spur__Api__Caller c = SPUR__API__CALLER__INIT;
+    c.user = (char *)user;
+    c.uid = uid;
+    c.gid = uid + 50;
+    c.operator_ = op;
+    c.method = "socket";
+    return c;
+}
+
+/* A request from who, the worker's way: fsm_encode_request(), applied; the response. */
+static Spur__Api__Response *request_as(struct t *t, Spur__Api__Caller *who, Spur__Api__Request *req)
+{
+    req->caller = who;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(fsm_encode_request(req, t->now, &buf, &len), FSM_OK);
+    struct fsm_reply reply;
+    ck_assert_int_eq(fsm_apply(t->f, fsm_last_applied(t->f) + 1, buf, len, &reply), FSM_OK);
+    free(buf);
+    ck_assert_ptr_nonnull(reply.resp);
+    Spur__Api__Response *r = reply.resp;
+    reply.resp = NULL;
+    return r;
+}
+
+static uint64_t submit_by(struct t *t, Spur__Api__Caller *who)
+{
+    Spur__Api__JobSpec s;
+    spec_init(&s);
+    Spur__Api__SubmitJobRequest sj = SPUR__API__SUBMIT_JOB_REQUEST__INIT;
+    sj.spec = &s;
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
+    req.submit_job = &sj;
+    Spur__Api__Response *r = request_as(t, who, &req);
+    ck_assert_int_eq(r->code, C_OK);
+    uint64_t id = r->submit_job->job_id;
+    spur__api__response__free_unpacked(r, NULL);
+    return id;
+}
+
+/* cancel / hold / release of id by who; checks the code (and the denial's exact line). */
+static void job_op_by(struct t *t, Spur__Api__Caller *who, enum job_op op, uint64_t id, int code)
+{
+    Spur__Api__JobIdRequest q = SPUR__API__JOB_ID_REQUEST__INIT;
+    q.job_id = id;
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    switch (op) {
+    case OP_CANCEL:
+        req.op_case = SPUR__API__REQUEST__OP_CANCEL_JOB;
+        req.cancel_job = &q;
+        break;
+    case OP_HOLD:
+        req.op_case = SPUR__API__REQUEST__OP_HOLD_JOB;
+        req.hold_job = &q;
+        break;
+    case OP_RELEASE:
+        req.op_case = SPUR__API__REQUEST__OP_RELEASE_JOB;
+        req.release_job = &q;
+        break;
+    }
+    Spur__Api__Response *r = request_as(t, who, &req);
+    ck_assert_msg((int)r->code == code, "op %d of job %llu by %s: code %d (\"%s\"), want %d", op,
+                  (unsigned long long)id, who->user, r->code, r->error, code);
+    if (code == C_DENIED)
+        ck_assert_str_eq(r->error, "Access/permission denied");
+    spur__api__response__free_unpacked(r, NULL);
+}
+
+static void check_held(struct t *t, uint64_t id, int state, bool held)
+{
+    struct jobview v;
+    view_job(t, id, &v);
+    ck_assert_ptr_nonnull(v.job);
+    ck_assert_int_eq(v.job->state, state);
+    ck_assert_int_eq(v.job->held, held);
+    fsm_read_free(&v.rd);
+}
+
+START_TEST(test_owner_rules)
+{
+    struct t t;
+    t_init(&t);
+    Spur__Api__Caller alice = caller_of("alice", 1001, false);
+    Spur__Api__Caller bob = caller_of("bob", 1002, false);
+    Spur__Api__Caller root = caller_of("root", 0, true);
+    Spur__Api__Caller admin = caller_of("admin", 1500, true); /* controller.admin_users */
+    uint64_t a = submit_by(&t, &alice);
+    uint64_t b = submit_by(&t, &bob);
+
+    /* bob may not touch alice's job: each refusal leaves it exactly as it was. */
+    job_op_by(&t, &bob, OP_HOLD, a, C_DENIED);
+    check_held(&t, a, J_PENDING, false);
+    job_op_by(&t, &bob, OP_CANCEL, a, C_DENIED);
+    check_held(&t, a, J_PENDING, false);
+    /* A job that does not exist is not found for anyone (no ownership to decide). */
+    job_op_by(&t, &bob, OP_CANCEL, 99, C_NOT_FOUND);
+
+    /* An operator may: admin holds it; bob still may not release it; its owner may. */
+    job_op_by(&t, &admin, OP_HOLD, a, C_OK);
+    check_held(&t, a, J_PENDING, true);
+    job_op_by(&t, &bob, OP_RELEASE, a, C_DENIED);
+    check_held(&t, a, J_PENDING, true);
+    job_op_by(&t, &alice, OP_RELEASE, a, C_OK);
+    check_held(&t, a, J_PENDING, false);
+
+    /* The owner holds and cancels their own; root cancels bob's. */
+    job_op_by(&t, &alice, OP_HOLD, a, C_OK);
+    check_held(&t, a, J_PENDING, true);
+    job_op_by(&t, &alice, OP_CANCEL, a, C_OK);
+    check_job(&t, a, J_CANCELLED, NULL);
+    job_op_by(&t, &alice, OP_CANCEL, b, C_DENIED);
+    check_held(&t, b, J_PENDING, false);
+    job_op_by(&t, &root, OP_CANCEL, b, C_OK);
+    check_job(&t, b, J_CANCELLED, NULL);
+
+    /* Ownership is the uid: the same name with another uid is someone else. */
+    Spur__Api__Caller alice2 = caller_of("alice", 2001, false);
+    uint64_t c = submit_by(&t, &alice);
+    job_op_by(&t, &alice2, OP_CANCEL, c, C_DENIED);
+    check_held(&t, c, J_PENDING, false);
+    t_free(&t);
+}
+END_TEST
+
+/* Submitted as the caller, whatever the spec says (user, uid, gid). */
+START_TEST(test_submit_forged_spec)
+{
+    struct t t;
+    t_init(&t);
+    Spur__Api__Caller alice = caller_of("alice", 1001, false);
+    Spur__Api__JobSpec s;
+    spec_init(&s);
+    s.user = "root";
+    s.uid = 0;
+    s.gid = 0;
+    Spur__Api__SubmitJobRequest sj = SPUR__API__SUBMIT_JOB_REQUEST__INIT;
+    sj.spec = &s;
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
+    req.submit_job = &sj;
+    req.user = "root"; /* what the client claims */
+    Spur__Api__Response *r = request_as(&t, &alice, &req);
+    ck_assert_int_eq(r->code, C_OK);
+    uint64_t id = r->submit_job->job_id;
+    spur__api__response__free_unpacked(r, NULL);
+    /* The client's spec is not modified by the encoder (a shallow copy). */
+    ck_assert_str_eq(s.user, "root");
+    ck_assert_uint_eq(s.uid, 0);
+    struct jobview v;
+    view_job(&t, id, &v);
+    ck_assert_str_eq(v.job->spec->user, "alice");
+    ck_assert_uint_eq(v.job->spec->uid, 1001);
+    ck_assert_uint_eq(v.job->spec->gid, 1051);
+    fsm_read_free(&v.rd);
+    /* And it is alice's: another user may not cancel it, alice may. */
+    Spur__Api__Caller other = caller_of("mallory", 1003, false);
+    job_op_by(&t, &other, OP_CANCEL, id, C_DENIED);
+    job_op_by(&t, &alice, OP_CANCEL, id, C_OK);
+    t_free(&t);
+}
+END_TEST
+
+/* A write without a proved caller is never encoded (never taken for an operator's). */
+START_TEST(test_encode_needs_caller)
+{
+    Spur__Api__Request w = SPUR__API__REQUEST__INIT;
+    int writes[] = {SPUR__API__REQUEST__OP_CANCEL_JOB,  SPUR__API__REQUEST__OP_CANCEL_JOBS,
+                    SPUR__API__REQUEST__OP_HOLD_JOB,    SPUR__API__REQUEST__OP_RELEASE_JOB,
+                    SPUR__API__REQUEST__OP_UPDATE_NODE, SPUR__API__REQUEST__OP_REGISTER_NODE,
+                    SPUR__API__REQUEST__OP_SUBMIT_JOB};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
+        w.op_case = (Spur__Api__Request__OpCase)writes[i];
+        w.user = "root"; /* Request.user is only a claim */
+        ck_assert_int_eq(fsm_encode_request(&w, 1, &buf, &len), FSM_EINVAL);
+        ck_assert_ptr_null(buf);
+    }
+    /* With one, the command carries it and this build's version. */
+    Spur__Api__Caller bob = caller_of("bob", 1002, false);
+    w.caller = &bob;
+    w.op_case = SPUR__API__REQUEST__OP_CANCEL_JOB;
+    ck_assert_int_eq(fsm_encode_request(&w, 1, &buf, &len), FSM_OK);
+    Spur__Fsm__Command *c = spur__fsm__command__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->version, 2);
+    ck_assert_str_eq(c->user, "bob");
+    ck_assert_uint_eq(c->caller_uid, 1002);
+    ck_assert(!c->caller_operator);
+    spur__fsm__command__free_unpacked(c, NULL);
+    free(buf);
+    bob.operator_ = true;
+    ck_assert_int_eq(fsm_encode_request(&w, 1, &buf, &len), FSM_OK);
+    c = spur__fsm__command__unpack(NULL, len, buf);
+    ck_assert(c->caller_operator);
+    spur__fsm__command__free_unpacked(c, NULL);
+    free(buf);
+}
+END_TEST
+
+/* A version 1 entry (a log written before ownership) applies as it did: no check. */
+START_TEST(test_v1_command_unchecked)
+{
+    struct t t;
+    t_init(&t);
+    Spur__Api__Caller alice = caller_of("alice", 1001, false);
+    uint64_t a = submit_by(&t, &alice);
+    uint64_t b = submit_by(&t, &alice);
+    uint64_t c = submit_by(&t, &alice);
+    enum job_op ops[] = {OP_HOLD, OP_RELEASE, OP_CANCEL};
+    for (size_t i = 0; i < 3; i++) {
+        Spur__Api__JobIdRequest q = SPUR__API__JOB_ID_REQUEST__INIT;
+        q.job_id = a;
+        Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
+        cmd.version = 1;
+        cmd.user = "bob";
+        cmd.caller_uid = 1002; /* not the owner, not an operator */
+        if (ops[i] == OP_HOLD) {
+            cmd.op_case = SPUR__FSM__COMMAND__OP_HOLD_JOB;
+            cmd.hold_job = &q;
+        } else if (ops[i] == OP_RELEASE) {
+            cmd.op_case = SPUR__FSM__COMMAND__OP_RELEASE_JOB;
+            cmd.release_job = &q;
+        } else {
+            cmd.op_case = SPUR__FSM__COMMAND__OP_CANCEL_JOB;
+            cmd.cancel_job = &q;
+        }
+        expect(&t, &cmd, C_OK, NULL);
+        /* The same command at version 2 is refused. */
+        cmd.version = 2;
+        q.job_id = b;
+        expect(&t, &cmd, C_DENIED, "Access/permission denied");
+    }
+    check_job(&t, a, J_CANCELLED, NULL);
+    check_held(&t, b, J_PENDING, false);
+
+    /* cancel_jobs: a v1 "-u alice" by bob cancels alice's jobs, as it did then. */
+    char *users[] = {"alice"};
+    Spur__Api__CancelJobsRequest q = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
+    q.n_users = 1;
+    q.users = users;
+    Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
+    cmd.version = 1;
+    cmd.user = "bob";
+    cmd.caller_uid = 1002;
+    cmd.op_case = SPUR__FSM__COMMAND__OP_CANCEL_JOBS;
+    cmd.cancel_jobs = &q;
+    Spur__Api__Response *r = expect_resp(&t, &cmd, C_OK, NULL);
+    ck_assert_uint_eq(r->cancel_jobs->n_cancelled, 2);
+    ck_assert_uint_eq(r->cancel_jobs->n_denied, 0);
+    spur__api__response__free_unpacked(r, NULL);
+    check_job(&t, b, J_CANCELLED, NULL);
+    check_job(&t, c, J_CANCELLED, NULL);
+    t_free(&t);
+}
+END_TEST
+
+static Spur__Api__Response *cancel_jobs_by(struct t *t, Spur__Api__Caller *who,
+                                           Spur__Api__CancelJobsRequest *q)
+{
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    req.op_case = SPUR__API__REQUEST__OP_CANCEL_JOBS;
+    req.cancel_jobs = q;
+    return request_as(t, who, &req);
+}
+
+/* scancel with filters by a user reaches only their jobs; others' named by id are denied. */
+START_TEST(test_cancel_jobs_ownership)
+{
+    struct t t;
+    t_init(&t);
+    Spur__Api__Caller alice = caller_of("alice", 1001, false);
+    Spur__Api__Caller bob = caller_of("bob", 1002, false);
+    Spur__Api__Caller root = caller_of("root", 0, true);
+    uint64_t a1 = submit_by(&t, &alice), a2 = submit_by(&t, &alice);
+    uint64_t b1 = submit_by(&t, &bob), b2 = submit_by(&t, &bob), b3 = submit_by(&t, &bob);
+
+    /* Ids, mixed: bob's own cancelled, alice's denied (and untouched), a missing one. */
+    uint64_t ids[] = {a1, b1, 99};
+    Spur__Api__CancelJobsRequest qi = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
+    qi.n_ids = 3;
+    qi.ids = ids;
+    Spur__Api__Response *r = cancel_jobs_by(&t, &bob, &qi);
+    ck_assert_int_eq(r->code, C_OK);
+    ck_assert_uint_eq(r->cancel_jobs->n_cancelled, 1);
+    ck_assert_uint_eq(r->cancel_jobs->cancelled[0], b1);
+    ck_assert_uint_eq(r->cancel_jobs->n_denied, 1);
+    ck_assert_uint_eq(r->cancel_jobs->denied[0], a1);
+    ck_assert_uint_eq(r->cancel_jobs->n_not_found, 1);
+    ck_assert_uint_eq(r->cancel_jobs->not_found[0], 99);
+    spur__api__response__free_unpacked(r, NULL);
+    check_job(&t, a1, J_PENDING, NULL);
+    check_job(&t, b1, J_CANCELLED, NULL);
+
+    /* -u alice by bob: refused whole, nothing cancelled. So is -u bob,alice. */
+    char *u_alice[] = {"alice"};
+    char *u_both[] = {"bob", "alice"};
+    Spur__Api__CancelJobsRequest qu = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
+    qu.n_users = 1;
+    qu.users = u_alice;
+    r = cancel_jobs_by(&t, &bob, &qu);
+    ck_assert_int_eq(r->code, C_DENIED);
+    ck_assert_str_eq(r->error, "Access/permission denied");
+    spur__api__response__free_unpacked(r, NULL);
+    qu.n_users = 2;
+    qu.users = u_both;
+    r = cancel_jobs_by(&t, &bob, &qu);
+    ck_assert_int_eq(r->code, C_DENIED);
+    spur__api__response__free_unpacked(r, NULL);
+    check_job(&t, a1, J_PENDING, NULL);
+    check_job(&t, a2, J_PENDING, NULL);
+    check_job(&t, b2, J_PENDING, NULL);
+
+    /* -t PENDING by alice (no -u): only alice's pending jobs, bob's stay. */
+    Spur__Api__JobState pend[] = {J_PENDING};
+    Spur__Api__CancelJobsRequest qs = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
+    qs.n_states = 1;
+    qs.states = pend;
+    r = cancel_jobs_by(&t, &alice, &qs);
+    ck_assert_int_eq(r->code, C_OK);
+    ck_assert_uint_eq(r->cancel_jobs->n_cancelled, 2);
+    ck_assert_uint_eq(r->cancel_jobs->cancelled[0], a1);
+    ck_assert_uint_eq(r->cancel_jobs->cancelled[1], a2);
+    ck_assert_uint_eq(r->cancel_jobs->n_denied, 0);
+    spur__api__response__free_unpacked(r, NULL);
+    check_job(&t, b2, J_PENDING, NULL);
+    check_job(&t, b3, J_PENDING, NULL);
+
+    /* -u bob -t PENDING by bob himself: his own. */
+    char *u_bob[] = {"bob"};
+    qs.n_users = 1;
+    qs.users = u_bob;
+    uint64_t b2ids[] = {b2};
+    qs.n_ids = 1;
+    qs.ids = b2ids;
+    r = cancel_jobs_by(&t, &bob, &qs);
+    ck_assert_int_eq(r->code, C_OK);
+    ck_assert_uint_eq(r->cancel_jobs->n_cancelled, 1);
+    ck_assert_uint_eq(r->cancel_jobs->cancelled[0], b2);
+    spur__api__response__free_unpacked(r, NULL);
+
+    /* An operator's -u bob: bob's last one. */
+    qu.n_users = 1;
+    qu.users = u_bob;
+    r = cancel_jobs_by(&t, &root, &qu);
+    ck_assert_int_eq(r->code, C_OK);
+    ck_assert_uint_eq(r->cancel_jobs->n_cancelled, 1);
+    ck_assert_uint_eq(r->cancel_jobs->cancelled[0], b3);
+    spur__api__response__free_unpacked(r, NULL);
     t_free(&t);
 }
 END_TEST
@@ -1380,7 +1743,9 @@ START_TEST(test_garbage_entries)
     ck_assert_int_eq(fsm_encode_command(&c, &buf, &len), FSM_OK);
     ck_assert_int_eq(fsm_apply(t.f, fsm_last_applied(t.f) + 1, buf, len, &reply), FSM_OK);
     ck_assert(reply.bad_entry);
-    ck_assert_msg(strstr(reply.resp->error, "command version 2") != NULL, "%s", reply.resp->error);
+    char newer[64];
+    snprintf(newer, sizeof(newer), "command version %d", FSM_COMMAND_VERSION + 1);
+    ck_assert_msg(strstr(reply.resp->error, newer) != NULL, "%s", reply.resp->error);
     fsm_reply_clear(&reply);
     free(buf);
 
@@ -1898,14 +2263,20 @@ START_TEST(test_requests_and_reads)
     Spur__Api__JobSpec s;
     spec_init(&s);
     s.name = "from-request";
-    s.user = "mallory"; /* the request's user wins */
+    s.user = "mallory"; /* the proved caller wins over the spec and Request.user */
     Spur__Api__SubmitJobRequest sj = SPUR__API__SUBMIT_JOB_REQUEST__INIT;
     sj.spec = &s;
     req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
     req.submit_job = &sj;
     req.client_id = 55;
     req.seq = 1;
-    req.user = "bob";
+    req.user = "mallory";
+    Spur__Api__Caller bob_caller = SPUR__API__CALLER__INIT;
+    bob_caller.user = "bob";
+    bob_caller.uid = 1001;
+    bob_caller.gid = 1001;
+    bob_caller.method = "socket";
+    req.caller = &bob_caller;
     ck_assert_int_eq(fsm_op_kind(&req), FSM_OP_WRITE);
     ck_assert_int_eq(fsm_encode_request(&req, t.now + 5, &buf, &len), FSM_OK);
     struct fsm_reply reply;
@@ -1924,6 +2295,11 @@ START_TEST(test_requests_and_reads)
 
     /* Every write op maps; a missing sub-message is applied as an empty one. */
     Spur__Api__Request w = SPUR__API__REQUEST__INIT;
+    Spur__Api__Caller root = SPUR__API__CALLER__INIT;
+    root.user = "root";
+    root.operator_ = true;
+    root.method = "socket";
+    w.caller = &root;
     int writes[] = {SPUR__API__REQUEST__OP_CANCEL_JOB,  SPUR__API__REQUEST__OP_CANCEL_JOBS,
                     SPUR__API__REQUEST__OP_HOLD_JOB,    SPUR__API__REQUEST__OP_RELEASE_JOB,
                     SPUR__API__REQUEST__OP_UPDATE_NODE, SPUR__API__REQUEST__OP_REGISTER_NODE,
@@ -2221,6 +2597,10 @@ static Suite *fsm_suite(void)
                (const TTest *[]){test_submit_valid, test_submit_invalid, test_no_default_partition,
                                  test_cancel, test_hold_release, test_cancel_jobs_filters,
                                  test_log_clock, NULL});
+    check_case(s, "ownership",
+               (const TTest *[]){test_owner_rules, test_submit_forged_spec,
+                                 test_encode_needs_caller, test_v1_command_unchecked,
+                                 test_cancel_jobs_ownership, NULL});
     check_case(s, "nodes",
                (const TTest *[]){test_node_updates, test_register_node, test_running_jobs, NULL});
     check_case(s, "config",
