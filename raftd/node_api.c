@@ -12,6 +12,11 @@
  *                                applied >= the read index; with local_read, answered at
  *                                once from local state and marked stale
  *
+ * Before any of that, node_api_permit() (see node_api.h): a request without a proved
+ * caller other than a Ping is answered UNAUTHENTICATED, an operator-only one from a user
+ * DENIED (and logged). A follower forwards a write with its caller as it came (the
+ * forwarder packs the request whole), so the leader encodes the caller who asked.
+ *
  * Every request gets exactly one answer: the result, an error, or TIMEOUT when its
  * deadline (the client's timeout_ms, less a margin, at most 60 s) passes first. A TIMEOUT
  * on a write means "unknown": the entry may still commit, and a retry with the same
@@ -368,6 +373,10 @@ static void write_op(struct node_api *a, struct api_call *call, Spur__Api__Reque
     uint8_t *data = NULL;
     size_t len = 0;
     int rc = fsm_encode_request(req, wall_ms(), &data, &len);
+    if (rc == FSM_EINVAL) { /* no caller: the dispatch refuses that first; never encoded */
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAUTHENTICATED, 0, NULL, "not authenticated");
+        return;
+    }
     if (rc != FSM_OK) {
         api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
                         "the request cannot be encoded as a command");
@@ -739,12 +748,72 @@ static void signal_op(struct node_api *a, struct api_call *call, Spur__Api__Requ
     a->signal_fn(a->signal_arg, call, req);
 }
 
+/* ---- permissions -------------------------------------------------------------------- */
+
+int node_api_permit(const Spur__Api__Request *req)
+{
+    const Spur__Api__Caller *who = req->caller;
+    if (who == NULL)
+        return req->op_case == SPUR__API__REQUEST__OP_PING ? SPUR__API__CODE__CODE_OK
+                                                           : SPUR__API__CODE__CODE_UNAUTHENTICATED;
+    if (who->operator_)
+        return SPUR__API__CODE__CODE_OK;
+    switch (req->op_case) {
+    case SPUR__API__REQUEST__OP_UPDATE_NODE:
+    case SPUR__API__REQUEST__OP_TRANSFER_LEADER:
+    case SPUR__API__REQUEST__OP_ADD_LEARNER:
+    case SPUR__API__REQUEST__OP_PROMOTE:
+    case SPUR__API__REQUEST__OP_REMOVE:
+        return SPUR__API__CODE__CODE_DENIED;
+    case SPUR__API__REQUEST__OP_REGISTER_NODE:
+        return who->method != NULL && strcmp(who->method, "agent") == 0
+                   ? SPUR__API__CODE__CODE_OK
+                   : SPUR__API__CODE__CODE_DENIED;
+    case SPUR__API__REQUEST__OP_TOKEN: {
+        const char *for_user =
+            req->token != NULL && req->token->username != NULL ? req->token->username : "";
+        return for_user[0] == '\0' || (who->user != NULL && strcmp(for_user, who->user) == 0)
+                   ? SPUR__API__CODE__CODE_OK
+                   : SPUR__API__CODE__CODE_DENIED;
+    }
+    default:
+        return SPUR__API__CODE__CODE_OK;
+    }
+}
+
+/* The request's operation by its field name ("update_node"), for log lines. */
+static const char *op_name(const Spur__Api__Request *req)
+{
+    const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(
+        &spur__api__request__descriptor, (unsigned)req->op_case);
+    return fd != NULL ? fd->name : "none";
+}
+
+/* Answer a request node_api_permit() refused. true when it did. */
+static bool refuse_unpermitted(struct api_call *call, const Spur__Api__Request *req)
+{
+    int code = node_api_permit(req);
+    if (code == SPUR__API__CODE__CODE_OK)
+        return false;
+    if (code == SPUR__API__CODE__CODE_UNAUTHENTICATED) {
+        api_reply_error(call, SPUR__API__CODE__CODE_UNAUTHENTICATED, 0, NULL, "not authenticated");
+        return true;
+    }
+    log_event(LOG_INFO, "raftd", "permission denied", "user=%s uid=%u op=%s",
+              log_q(req->caller->user != NULL ? req->caller->user : ""), req->caller->uid,
+              op_name(req));
+    api_reply_error(call, SPUR__API__CODE__CODE_DENIED, 0, NULL, "Access/permission denied");
+    return true;
+}
+
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req)
 {
     struct node_api *a = arg;
     struct node *n = a->n;
+    if (refuse_unpermitted(call, req))
+        return;
     if (n->stopping && (n->role == RAFT_LEADER || n->raft == NULL)) {
         /*
          * Handing leadership over: no new proposals here. Once it has moved, a stopping

@@ -34,6 +34,22 @@ void node_api_free(struct node_api *a);
 /* The api_server's dispatch callback (arg: the struct node_api). */
 void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req);
 
+/*
+ * Who may ask what, decided before anything else is looked at (the dispatch's first
+ * step; pure: reads the request only). Returns a Spur__Api__Code:
+ *   CODE_UNAUTHENTICATED  no proved caller (Request.caller NULL) and not a Ping
+ *   CODE_DENIED           an operator-only request from a caller that is not an operator:
+ *                         update_node; register_node, unless from an agent (method
+ *                         "agent": a node agent registers its own node); transfer_leader,
+ *                         add_learner, promote, remove; a token for another user
+ *   CODE_OK               anything else
+ * Reads (ping, raft_status, get_jobs, get_job, get_nodes, get_partitions) are open to any
+ * authenticated caller (Slurm's default without PrivateData). Job writes are open here:
+ * who owns a job is decided by the state machine (raftd/fsm/fsm_cmd.h), so every replica
+ * agrees; a signal by the leader's jobctl (jobctl_may_signal()).
+ */
+int node_api_permit(const Spur__Api__Request *req);
+
 /* The node's applied hook: complete what the step released. */
 void node_api_applied(struct node_api *a, const struct node_applied *ap);
 
