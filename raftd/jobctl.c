@@ -1374,6 +1374,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- client signals ---------------------------------------------------------------------- */
 
+bool jobctl_may_signal(const Spur__Api__Caller *who, uint32_t job_uid)
+{
+    return who != NULL && (who->operator_ || who->uid == job_uid);
+}
+
 void jobctl_signal_job(void *arg, struct api_call *call, Spur__Api__Request *req)
 {
     struct jobctl *jc = arg;
@@ -1401,6 +1406,14 @@ void jobctl_signal_job(void *arg, struct api_call *call, Spur__Api__Request *req
         return;
     }
     const Spur__Api__Job *job = jobs[0];
+    if (!jobctl_may_signal(req->caller, job->spec != NULL ? job->spec->uid : 0)) {
+        fsm_read_free(&rd);
+        log_event(LOG_INFO, "jobctl", "permission denied", "user=%s uid=%u op=signal_job job=%llu",
+                  log_q(req->caller != NULL && req->caller->user != NULL ? req->caller->user : ""),
+                  req->caller != NULL ? req->caller->uid : 0, (unsigned long long)sr->job_id);
+        api_reply_error(call, SPUR__API__CODE__CODE_DENIED, 0, NULL, "Access/permission denied");
+        return;
+    }
     if (job->state != SPUR__API__JOB_STATE__JOB_RUNNING || job->n_node_list == 0) {
         api_reply_error(call, SPUR__API__CODE__CODE_CONFLICT, 0, NULL,
                         "job %llu is not running (%s)", (unsigned long long)sr->job_id,

@@ -76,8 +76,20 @@ void jobctl_free(struct jobctl *jc);
 /* The node's applied hook (after node_api and the controller). */
 void jobctl_applied(struct jobctl *jc, const struct node_applied *a);
 
-/* node_api's hook for SignalJobRequest on the leader (arg: the jobctl). */
+/*
+ * node_api's hook for SignalJobRequest on the leader (arg: the jobctl). Checked in this
+ * order, from the leader's state: the job exists (NOT_FOUND), the caller may signal it
+ * (jobctl_may_signal(), else DENIED "Access/permission denied"), it runs (CONFLICT).
+ */
 void jobctl_signal_job(void *arg, struct api_call *call, Spur__Api__Request *req);
+
+/*
+ * Whether the caller may signal a job owned by job_uid: an operator, or the job's owner
+ * (the same uid); nobody without a proved caller (NULL). The state machine's rule for
+ * cancel, hold and release (raftd/fsm/fsm_cmd.h), here for scancel -s, which is not
+ * written to the log.
+ */
+bool jobctl_may_signal(const Spur__Api__Caller *who, uint32_t job_uid);
 
 struct jobctl_stats {
     bool in_office;

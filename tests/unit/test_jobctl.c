@@ -3,8 +3,8 @@
  * the Pong reconcile (lost / terminate / nothing, with the "launch confirmed before this
  * Ping" condition), the node time-out with the leadership grace, the launch gathering
  * (every node confirms -> started once; the first refusal -> failed once), the report
- * set (batching, de-duplication while in flight, expiry), the scheduler's debounce and
- * the CPUs a Launch gives each node.
+ * set (batching, de-duplication while in flight, expiry), the scheduler's debounce,
+ * the CPUs a Launch gives each node, and who may signal a job (scancel -s).
  */
 #include "check_run.h"
 #include "jobctl.h"
@@ -410,6 +410,39 @@ START_TEST(test_cpus_table)
 }
 END_TEST
 
+/* ---- scancel -s: who may signal ----------------------------------------------------------- */
+
+struct sig_row {
+    const char *what;
+    bool has_caller;
+    uint32_t uid;
+    bool op;
+    uint32_t job_uid;
+    bool want;
+};
+
+static const struct sig_row sig_rows[] = {
+    {"the owner", true, 1001, false, 1001, true},
+    {"another user: denied", true, 1002, false, 1001, false},
+    {"an operator, any job", true, 1500, true, 1001, true},
+    {"root as operator", true, 0, true, 1001, true},
+    {"uid 0 without the operator flag, another's job", true, 0, false, 1001, false},
+    {"no caller: nobody", false, 1001, true, 1001, false},
+};
+
+START_TEST(test_signal_permission)
+{
+    const struct sig_row *r = &sig_rows[_i];
+    Spur__Api__Caller c = SPUR__API__CALLER__INIT;
+    c.user = "someone";
+    c.uid = r->uid;
+    c.operator_ = r->op;
+    c.method = "munge";
+    bool got = jobctl_may_signal(r->has_caller ? &c : NULL, r->job_uid);
+    ck_assert_msg(got == r->want, "%s: %d, want %d", r->what, got, r->want);
+}
+END_TEST
+
 #define ROWS(a) (int)(sizeof(a) / sizeof((a)[0]))
 
 static Suite *jobctl_suite(void)
@@ -425,6 +458,7 @@ static Suite *jobctl_suite(void)
     tcase_add_test(tc, test_reports_many);
     tcase_add_loop_test(tc, test_sched_table, 0, ROWS(sched_rows));
     tcase_add_loop_test(tc, test_cpus_table, 0, ROWS(cpus_rows));
+    tcase_add_loop_test(tc, test_signal_permission, 0, ROWS(sig_rows));
     suite_add_tcase(s, tc);
     return s;
 }
