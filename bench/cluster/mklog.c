@@ -67,6 +67,11 @@ int main(int argc, char **argv)
         req.op_case = SPUR__API__REQUEST__OP_SUBMIT_JOB;
         req.submit_job = &sj;
         req.user = "bench";
+        Spur__Api__Caller who = SPUR__API__CALLER__INIT; /* writes carry a proved caller */
+        who.user = "bench";
+        who.uid = 1000;
+        who.gid = 1000;
+        req.caller = &who;
         if (fsm_encode_request(&req, wall_ms(), &tick, &tlen) != FSM_OK)
             return 1;
     } else if (fsm_encode_tick(wall_ms(), &tick, &tlen) != FSM_OK) {

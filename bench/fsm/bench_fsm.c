@@ -113,6 +113,10 @@ static void setup(struct fsm *f, uint64_t t)
         req.op_case = SPUR__API__REQUEST__OP_REGISTER_NODE;
         req.register_node = &rn;
         req.user = "root";
+        Spur__Api__Caller root = SPUR__API__CALLER__INIT; /* writes carry a proved caller */
+        root.user = "root";
+        root.operator_ = true;
+        req.caller = &root;
         if (fsm_encode_request(&req, t, &buf, &len) != FSM_OK)
             die("encode failed");
         apply_or_die(f, buf, len);
@@ -167,6 +171,11 @@ static void run_size(size_t njobs, size_t script_bytes, unsigned clients, struct
         req.client_id = 1000 + c;
         req.seq = ++seq[c];
         req.user = (char *)users[i % 4];
+        Spur__Api__Caller who = SPUR__API__CALLER__INIT; /* writes carry a proved caller */
+        who.user = req.user;
+        who.uid = 1000 + (uint32_t)(i % 4);
+        who.gid = who.uid;
+        req.caller = &who;
         uint8_t *buf;
         size_t len;
         if (fsm_encode_request(&req, t + i, &buf, &len) != FSM_OK)
