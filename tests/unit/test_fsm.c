@@ -2136,7 +2136,19 @@ static void make_log(struct t *t, uint32_t seed, size_t n, struct log *l)
                     c.seq = ++seqs[who];
             }
             c.time_ms = t->now;
-            c.user = users[rnd(&seed) % 3];
+            /* The caller, as fsm_encode_request() writes it: a submit runs as its caller
+             * (uid 1000 + user), some callers are operators, some entries are version 1
+             * (unchecked), so denials and old entries are replayed too. */
+            uint32_t u = rnd(&seed) % 3;
+            c.user = users[u];
+            c.caller_uid = 1000 + u;
+            c.caller_operator = rnd(&seed) % 6 == 0;
+            c.version = rnd(&seed) % 10 == 0 ? 1 : 0;
+            if (c.op_case == SPUR__FSM__COMMAND__OP_SUBMIT_JOB) {
+                s.user = c.user;
+                s.uid = c.caller_uid;
+                s.gid = c.caller_uid;
+            }
             ck_assert_int_eq(fsm_encode_command(&c, &bytes, &len), FSM_OK);
         }
         log_push(l, bytes, len);
@@ -2171,10 +2183,12 @@ START_TEST(test_deterministic_replay)
     ck_assert_int_eq(fsm_restore(c, setup_snap, setup_len, err, sizeof(err)), FSM_OK);
     free(setup_snap);
 
+    size_t denied = 0;
     for (size_t i = 0; i < l.n; i++) {
         uint64_t idx = setup_entries + 1 + i;
         struct fsm_reply rb;
         ck_assert_int_eq(fsm_apply(b, idx, l.e[i], l.len[i], &rb), FSM_OK);
+        denied += rb.resp != NULL && rb.resp->code == SPUR__API__CODE__CODE_DENIED;
         fsm_reply_clear(&rb);
         ck_assert_int_eq(fsm_apply(c, idx, l.e[i], l.len[i], NULL), FSM_OK);
         if (i == l.n / 2) {
@@ -2197,6 +2211,7 @@ START_TEST(test_deterministic_replay)
     ck_assert_uint_gt(st.bad_entries, 5);
     ck_assert_uint_gt(st.jobs_by_state[J_PENDING] + st.jobs_by_state[J_RUNNING], 0);
     ck_assert_uint_gt(st.rejected, 100);
+    ck_assert_uint_gt(denied, 10); /* ownership refusals replay alike too */
 
     fsm_free(b);
     fsm_free(c);
