@@ -6,8 +6,11 @@
  * munge.key): 32 to 1024 bytes, any content; `spurctld keygen FILE` writes 32 random ones.
  * Guarantees:
  *   - A key file is refused, with a message naming the file, when it is missing, not a
- *     regular file, readable or writable by group or others (the mode says who may read
- *     it; it must be 0600 or 0400), shorter than CLUSTERKEY_MIN_LEN or longer than
+ *     regular file, readable or writable by others, writable by its group, readable by
+ *     its group while owned by anyone but root (the mode says who may read it: 0600 or
+ *     0400; 0640 or 0440 when owned by root, as PostgreSQL allows for a root-owned
+ *     ssl_key_file, which is how a Kubernetes Secret with a pod fsGroup arrives:
+ *     root:<fsGroup> 0440), shorter than CLUSTERKEY_MIN_LEN or longer than
  *     CLUSTERKEY_MAX_LEN, or when it holds the placeholder text of the example Kubernetes
  *     Secret (examples/k8s), which everyone can read.
  *   - A key is named by its id: the first CLUSTERKEY_ID_LEN bytes of
