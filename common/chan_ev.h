@@ -26,7 +26,11 @@ struct evbuffer;
 
 #define CHAN_EV_REFUSED (-3) /* a frame.h enum frame_status value of its own */
 
-/* Returns an enum frame_status or CHAN_EV_REFUSED (then *rc says why). */
+/*
+ * Returns an enum frame_status or CHAN_EV_REFUSED (then *rc says why). max_payload is the
+ * inner payload's limit (the frame may be CHAN_TRAILER_LEN longer); on FRAME_TOO_BIG *len
+ * is the announced inner length, comparable with max_payload.
+ */
 int chan_ev_take(struct chan *c, struct evbuffer *in, size_t max_payload, uint8_t **payload,
                  size_t *len, enum chan_rc *rc);
 /* Returns 0, or -1 (out of memory or a crypto failure; nothing added). */
