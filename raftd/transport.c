@@ -511,7 +511,9 @@ static void out_read(struct bufferevent *bev, void *arg)
                 log_event(LOG_ERROR, "transport", "peer refused", "peer=%u addr=%s why=%s", p->id,
                           log_q(p->address), log_q(why));
             }
-            out_fail(p, why);
+            /* Another host may answer at a reused address: look the name up again. */
+            resolver_failed(t->res, p->address);
+            out_close_ex(p, why, true);
             return;
         }
         /* Our proof is queued; the channel is ours to seal on: the Raft Handshake next. */
