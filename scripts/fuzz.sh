@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh - build the libFuzzer targets and run each one for a while.
 #
-#   scripts/fuzz.sh [frame|status|cfg|http|wal ...]     (default: all of them)
+#   scripts/fuzz.sh [frame|status|cfg|http|wal|chan|token ...]     (default: all of them)
 #
 # FUZZ_SECONDS (default 20) is each fuzzer's -max_total_time. The build lives in
 # build-fuzz (clang, ASan+UBSan, -Dfuzz=true), set up on first use. Each fuzzer starts from
@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build-fuzz"
 seconds=${FUZZ_SECONDS:-20}
-all=(frame status cfg http wal)
+all=(frame status cfg http wal chan token)
 if [ "$#" -gt 0 ]; then
     names=("$@")
 else
