@@ -10,10 +10,14 @@
  *     an EndedAck (server.c); a monitor that died without writing one gets one written by
  *     monitor_abandoned(), so no attempt found in the spool is ever left without a report.
  *   - Every exit explains itself in one log line: 0 after SIGTERM/SIGINT, 78 a bad
- *     configuration (or command line), 71 an OS failure at start (spool, cgroups, listen).
+ *     configuration (or command line, or an unusable cluster key file), 71 an OS failure
+ *     at start (spool, cgroups, listen).
+ *   - spurd never makes a cluster key: the key (auth.key_file, and auth.next_key_file
+ *     during a rotation) is the controller's, copied to this host; a missing file is exit
+ *     78 with a line saying how to make and copy one.
  *
- * Start-up order: configuration and overrides; what the node is (detect.c; the cgroup
- * limits are read before cgroup_init() may move spurd into a leaf cgroup); cgroups; the
+ * Start-up order: configuration and overrides; the cluster key(s); what the node is (detect.c; the
+ * cgroup limits are read before cgroup_init() may move spurd into a leaf cgroup); cgroups; the
  * spool (which lists the attempts a previous spurd left); the listener (bound now so a
  * bad address fails at once, served only after registration); registration, retried
  * until it succeeds or SIGTERM; then the loop.
@@ -27,6 +31,7 @@
  */
 #include "cfg.h"
 #include "cgroup.h"
+#include "clusterkey.h"
 #include "detect.h"
 #include "log.h"
 #include "monitor.h"
@@ -48,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +63,7 @@
 /* Ownership: everything here; freed at the end of main(). */
 struct agent {
     struct cfg cfg;
+    struct keyring kr; /* the cluster key(s) leaders prove; wiped by agent_free() */
     struct detect_result node;
     struct cgroup_ctx *cg;
     struct monitor_conf mon;
@@ -270,6 +277,29 @@ static int apply_overrides(struct cfg *c, const struct overrides *o)
     return 0;
 }
 
+/*
+ * The cluster key(s) of auth.key_file and auth.next_key_file into kr. Returns 0, or -1
+ * with why: the file is missing (with how to make and copy one), or unusable.
+ */
+static int load_keys(const struct cfg *cfg, struct keyring *kr, char *why, size_t whylen)
+{
+    const char *path = cfg->auth.key_file;
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT) {
+        snprintf(why, whylen,
+                 "auth: cluster key file %s is missing; make one with \"spurctld keygen %s\" "
+                 "and copy it (mode 0600) to every replica and agent host",
+                 path, path);
+        return -1;
+    }
+    if (keyring_load(kr, path, cfg->auth.next_key_file, why, whylen) != 0)
+        return -1;
+    char ids[2 * (2 * CLUSTERKEY_ID_LEN + 1) + 1];
+    keyring_ids(kr, ids, sizeof(ids));
+    log_event(LOG_INFO, "agent", "cluster key loaded", "file=%s key_ids=%s", log_q(path), ids);
+    return 0;
+}
+
 static void agent_free(struct agent *a)
 {
     server_free(a->srv);
@@ -288,6 +318,7 @@ static void agent_free(struct agent *a)
         event_base_free(a->base);
     if (a->cg)
         cgroup_free(a->cg);
+    keyring_wipe(&a->kr);
     cfg_free(&a->cfg);
 }
 
@@ -395,6 +426,9 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
+    if (load_keys(&a.cfg, &a.kr, why, sizeof(why)) != 0)
+        return fail(&a, EXIT_CONFIG, "cluster key unusable; exiting 78", why);
+
     /* What this node is; the cgroup limits before cgroup_init() may move us. */
     uint32_t cg_cpus = 0;
     uint64_t cg_mem = 0;
@@ -431,6 +465,7 @@ int main(int argc, char **argv)
                                                       : SPUR_DEFAULT_MAX_FRAME,
         .spool = &a.spool,
         .mon = &a.mon,
+        .keyring = &a.kr,
     };
     a.srv = server_new(a.base, &sc, why, sizeof(why));
     if (a.srv == NULL)

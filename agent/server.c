@@ -4,9 +4,16 @@
  * Every request is answered before the next frame is read, so answers go out in the
  * order the requests came, as agent.proto promises. The only work done outside a
  * request is server_push_ended(), called by main when a monitor's report appears.
+ *
+ * A connection starts with the key proof (chan.h, responder): the leader's hello, our
+ * hello (or a refusal, flushed, then close), the leader's proof. Those three are plain
+ * frames of at most CHAN_MAX_HELLO bytes; every frame after them is opened and sealed
+ * through chan_ev.h.
  */
 #include "server.h"
 
+#include "chan.h"
+#include "chan_ev.h"
 #include "frame_ev.h"
 #include "listener.h"
 #include "log.h"
@@ -30,10 +37,11 @@
 #define SERVER_MAX_CONNS    64          /* leaders, old and new; the oldest goes first */
 #define SERVER_FINISH_S     10          /* a closing connection's output must go in this */
 
-/* Ownership: the bufferevent (and the socket it closes) while open. */
+/* Ownership: the bufferevent (and the socket it closes) and the channel while open. */
 struct conn {
     struct server *srv;
     struct bufferevent *bev;
+    struct chan ch; /* responder, role "agent" */
     struct conn *prev, *next;
     uint64_t term; /* the last Ping's term; 0: no Ping yet */
     bool pinged;
@@ -47,12 +55,15 @@ struct server {
     struct conn *head;
     unsigned nconns;
     uint64_t last_ping_ms;
+    char last_refusal[320]; /* host and reason of the last refusal logged, and when */
+    uint64_t last_refusal_ms;
 };
 
 static void conn_close(struct conn *c)
 {
     struct server *s = c->srv;
     bufferevent_free(c->bev);
+    chan_free(&c->ch);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -82,7 +93,7 @@ static void send_msg(struct conn *c, Spur__Agent__Msg *m)
     m->protocol_version = SPUR_AGENT_PROTOCOL;
     m->cluster_name = (char *)c->srv->c.cluster_name;
     struct evbuffer *out = bufferevent_get_output(c->bev);
-    if (frame_ev_add_message(out, &m->base) != 0) {
+    if (chan_ev_add_message(&c->ch, out, &m->base) != 0) {
         log_event(LOG_ERROR, "agent", "out of memory packing a message; closing the connection",
                   "peer=%s", c->peer);
         conn_finish(c);
@@ -390,16 +401,98 @@ static void handle_frame(struct conn *c, const uint8_t *body, size_t len)
     spur__agent__msg__free_unpacked(m, NULL);
 }
 
+/* One warn line for a refused connection, at most once a minute per host and reason. */
+static void log_refusal(struct conn *c, const char *why)
+{
+    struct server *s = c->srv;
+    char host[64];
+    snprintf(host, sizeof(host), "%s", c->peer);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0'; /* the source port changes on every retry */
+    char key[sizeof(s->last_refusal)];
+    snprintf(key, sizeof(key), "%s|%.250s", host, why);
+    uint64_t now = mono_ms();
+    if (strcmp(key, s->last_refusal) != 0 || now - s->last_refusal_ms >= 60000) {
+        snprintf(s->last_refusal, sizeof(s->last_refusal), "%s", key);
+        s->last_refusal_ms = now;
+        log_event(LOG_WARN, "agent", "leader connection refused", "peer=%s why=%s", c->peer,
+                  log_q(why));
+    }
+}
+
+/*
+ * The peer failed the key proof or sent a frame that does not verify: log it, then close
+ * once what is queued (a refusal hello) is sent.
+ */
+static void refuse(struct conn *c, const char *why)
+{
+    log_refusal(c, why);
+    conn_finish(c);
+}
+
+/* One key-proof frame from `in`. Returns 1 when one was taken, 0 when more bytes are
+ * needed, -1 when the connection was refused. */
+static int prove_step(struct conn *c, struct evbuffer *in)
+{
+    uint8_t *body = NULL;
+    size_t len = 0;
+    enum frame_status st = frame_ev_take(in, CHAN_MAX_HELLO, &body, &len);
+    if (st == FRAME_NEED_MORE)
+        return 0;
+    if (st != FRAME_READY) {
+        refuse(c, st == FRAME_TOO_BIG ? "a key-proof frame over the size limit" : "out of memory");
+        return -1;
+    }
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+    enum chan_rc rc;
+    if (c->ch.state == CHAN_S_PROOF_WAIT)
+        rc = chan_take_proof(&c->ch, body, len);
+    else
+        rc = chan_take_hello(&c->ch, body, len, &out, &outlen);
+    free(body);
+    int added = 0;
+    if (out != NULL) {
+        added = chan_ev_add_raw(bufferevent_get_output(c->bev), out, outlen);
+        free(out);
+    }
+    if (rc != CHAN_OK) {
+        refuse(c, chan_why(&c->ch));
+        return -1;
+    }
+    if (added != 0) {
+        refuse(c, "out of memory");
+        return -1;
+    }
+    if (chan_established(&c->ch)) {
+        bufferevent_set_timeouts(c->bev, NULL, NULL);
+        log_event(LOG_DEBUG, "agent", "leader proved the cluster key", "peer=%s key_id=%s", c->peer,
+                  chan_key_id(&c->ch));
+    }
+    return 1;
+}
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     while (!c->closing) {
+        if (!chan_established(&c->ch)) {
+            if (prove_step(c, in) <= 0)
+                break;
+            continue;
+        }
         uint8_t *body = NULL;
         size_t len = 0;
-        enum frame_status st = frame_ev_take(in, c->srv->c.max_frame, &body, &len);
+        enum chan_rc crc = CHAN_OK;
+        int st = chan_ev_take(&c->ch, in, c->srv->c.max_frame, &body, &len, &crc);
         if (st == FRAME_NEED_MORE)
             break;
+        if (st == CHAN_EV_REFUSED) {
+            refuse(c, chan_why(&c->ch));
+            break;
+        }
         if (st == FRAME_TOO_BIG) {
             char why[120];
             snprintf(why, sizeof(why), "frame of %zu bytes is over the %u-byte limit", len,
@@ -429,8 +522,13 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
     (void)bev;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+    if ((what & BEV_EVENT_TIMEOUT) && !chan_established(&c->ch) && !c->closing) {
+        char why[96];
+        snprintf(why, sizeof(why), "no key proof in %d s", SERVER_HANDSHAKE_S);
+        log_refusal(c, why);
+    } else if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         log_event(LOG_DEBUG, "agent", "connection closed", "peer=%s", c->peer);
+    }
     conn_close(c);
 }
 
@@ -452,18 +550,28 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     c->srv = s;
+    if (chan_init(&c->ch, CHAN_RESPONDER, s->c.keyring, s->c.cluster_name, "agent") != 0) {
+        log_event(LOG_ERROR, "agent", "cannot set up a channel", "why=%s", log_q(chan_why(&c->ch)));
+        chan_free(&c->ch);
+        free(c);
+        evutil_closesocket(fd);
+        return;
+    }
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     memcpy(&ss, sa, (size_t)sl < sizeof(ss) ? (size_t)sl : sizeof(ss));
     netaddr_format(&ss, c->peer, sizeof(c->peer));
     c->bev = listener_wrap(l, fd, true);
     if (c->bev == NULL) {
+        chan_free(&c->ch);
         free(c);
         return;
     }
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
-    c->next = s->head; /* newest first */
+    struct timeval hs = {SERVER_HANDSHAKE_S, 0};
+    bufferevent_set_timeouts(c->bev, &hs, NULL); /* the key proof must not stall */
+    c->next = s->head;                           /* newest first */
     if (s->head)
         s->head->prev = c;
     s->head = c;
@@ -475,6 +583,10 @@ struct server *server_new(struct event_base *base, const struct server_conf *c, 
 {
     struct sockaddr_storage ss;
     socklen_t sl;
+    if (c->keyring == NULL || c->keyring->n == 0) {
+        snprintf(err, errlen, "%s: no cluster key to prove to leaders", c->listen);
+        return NULL;
+    }
     if (netaddr_listen(c->listen, &ss, &sl, err, errlen) != 0)
         return NULL;
     struct server *s = calloc(1, sizeof(*s));

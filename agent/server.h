@@ -3,6 +3,14 @@
  * connections the Raft leader (and, for a while, a deposed one) opens to port 6818.
  *
  * Invariants:
+ *   - Only a member of the cluster is heard: every connection first proves the cluster
+ *     key (common/chan.h: the leader dials as initiator, role "controller"; spurd answers
+ *     as responder, role "agent"), within SERVER_HANDSHAKE_S, and every frame after the
+ *     proof is sealed both ways (chan_ev.h). A leader without a common key gets a refusal
+ *     hello naming both sides' key ids, so its log says why too; a failed proof or a frame
+ *     that does not verify (altered, replayed, out of order) closes the connection. Each
+ *     refusal is one warn line naming the peer and the reason, at most once a minute for
+ *     the same host and reason. Nothing of the agent protocol is read before the proof.
  *   - Fencing: a Launch is refused ("stale leader") on a connection whose last Ping
  *     carried a term below the highest term the spool has seen; the higher term is on
  *     disk before the Pong that follows it is sent.
@@ -25,8 +33,9 @@
  * attempt, so a Launch that arrives late can never start it.
  *
  * Ownership: struct server owns its listener and its connections (each owns its
- * bufferevent, and the socket with it). The spool, the monitor configuration and the
- * strings of struct server_conf are the caller's and outlive the server.
+ * bufferevent, and the socket with it, and its channel, wiped when it closes). The spool,
+ * the monitor configuration, the keyring and the strings of struct server_conf are the
+ * caller's and outlive the server.
  */
 #ifndef SPUR_SERVER_H
 #define SPUR_SERVER_H
@@ -38,6 +47,9 @@
 
 struct event_base;
 struct monitor_conf;
+struct keyring;
+
+#define SERVER_HANDSHAKE_S 5 /* a connection proves the key within this */
 
 struct server_conf {
     const char *listen; /* HOST:PORT, an IP literal host */
@@ -48,6 +60,7 @@ struct server_conf {
     uint32_t max_frame; /* controller.max_frame_bytes */
     struct spool *spool;
     const struct monitor_conf *mon;
+    const struct keyring *keyring; /* the cluster key(s) (auth.key_file); required */
 };
 
 struct server;

@@ -2,11 +2,16 @@
  * agents.c - the leader's agent connections; contract in agents.h.
  *
  * One struct aconn per node, in a list (a cluster has at most a few thousand nodes and
- * each lookup is a handful of string compares). A connection is in one of four phases:
+ * each lookup is a handful of string compares). A connection is in one of five phases:
  *
- *     DIAL  --resolved, connect started-->  CONNECTING  --connected-->  UP
- *       ^                                                                |
- *       +------ the back-off timer ------  WAIT  <--- failure or close ---+
+ *     DIAL --resolved, connect started--> CONNECTING --connected, hello sent--> PROVING
+ *       ^                                                                          |
+ *       |                                                   the agent proved the key
+ *       |                                                                          v
+ *       +------ the back-off timer ------  WAIT  <--- failure or close ---------- UP
+ *
+ * In PROVING the frames are the three plain key-proof frames (chan.h); from UP on every
+ * frame is sealed and opened through chan_ev.h.
  *
  * The waiting requests of a connection are a FIFO (the agent answers in order), each
  * found again by its id. The sweep timer closes a connection whose oldest request is past
@@ -18,6 +23,8 @@
  */
 #include "agents.h"
 
+#include "chan.h"
+#include "chan_ev.h"
 #include "frame_ev.h"
 #include "log.h"
 #include "util.h"
@@ -34,7 +41,7 @@
 
 #define SWEEP_MS 250
 
-enum phase { PH_DIAL, PH_CONNECTING, PH_UP, PH_WAIT };
+enum phase { PH_DIAL, PH_CONNECTING, PH_PROVING, PH_UP, PH_WAIT };
 
 /* A request waiting for its answer; owns nothing. */
 struct areq {
@@ -55,6 +62,7 @@ struct aconn {
     char address[300];
     enum phase phase;
     struct bufferevent *bev;
+    struct chan ch; /* set up for each connection; valid while bev is */
     struct resolver_wait rw;
     struct event *retry;
     uint32_t backoff_ms;
@@ -121,8 +129,10 @@ static void drop_requests(struct aconn *c, const char *why)
 static void close_socket(struct aconn *c)
 {
     resolver_cancel(&c->rw);
-    if (c->bev)
+    if (c->bev) {
         bufferevent_free(c->bev);
+        chan_free(&c->ch);
+    }
     c->bev = NULL;
 }
 
@@ -220,26 +230,86 @@ static void deliver(struct aconn *c, const Spur__Agent__Msg *m)
     answer_and_free(c, r, m, NULL);
 }
 
+/* The agent proved the key: the connection is up, the owner sends its Ping now. */
+static void conn_up(struct aconn *c)
+{
+    struct agents *a = c->a;
+    c->phase = PH_UP;
+    a->st.connected++;
+    a->st.connects++;
+    bufferevent_set_timeouts(c->bev, NULL, NULL);
+    log_event(LOG_INFO, "agents", "agent connected", "node=%s address=%s key_id=%s", log_q(c->node),
+              log_q(c->address), chan_key_id(&c->ch));
+    if (a->h.up)
+        a->h.up(a->h.arg, c->node);
+}
+
+/*
+ * PROVING: take the agent's hello from `in`, send our proof. Returns true once the
+ * connection is up; false when more bytes are needed or it failed (conn_fail() ran).
+ */
+static bool prove(struct aconn *c, struct evbuffer *in)
+{
+    struct agents *a = c->a;
+    uint8_t *body = NULL;
+    size_t len = 0;
+    enum frame_status st = frame_ev_take(in, CHAN_MAX_HELLO, &body, &len);
+    if (st == FRAME_NEED_MORE)
+        return false;
+    if (st != FRAME_READY) {
+        a->st.auth_refused++;
+        conn_fail(c, st == FRAME_TOO_BIG ? "the agent's key-proof frame is over the limit"
+                                         : "out of memory");
+        return false;
+    }
+    uint8_t *out = NULL;
+    size_t outlen = 0;
+    enum chan_rc rc = chan_take_hello(&c->ch, body, len, &out, &outlen);
+    free(body);
+    if (rc != CHAN_OK) {
+        free(out);
+        a->st.auth_refused++;
+        char why[300];
+        snprintf(why, sizeof(why), "%s", chan_why(&c->ch));
+        conn_fail(c, why);
+        return false;
+    }
+    int added = chan_ev_add_raw(bufferevent_get_output(c->bev), out, outlen);
+    free(out);
+    if (added != 0) {
+        conn_fail(c, "out of memory");
+        return false;
+    }
+    conn_up(c);
+    return true;
+}
+
 static void on_read(struct bufferevent *bev, void *arg)
 {
     struct aconn *c = arg;
     struct agents *a = c->a;
     struct evbuffer *in = bufferevent_get_input(bev);
     c->busy++;
+    if (c->phase == PH_PROVING && !c->doomed && c->bev == bev)
+        prove(c, in);
     while (c->phase == PH_UP && !c->doomed && c->bev == bev) {
         uint8_t *body = NULL;
         size_t len = 0;
-        enum frame_status st = frame_ev_take(in, a->o.max_frame, &body, &len);
+        enum chan_rc crc = CHAN_OK;
+        int st = chan_ev_take(&c->ch, in, a->o.max_frame, &body, &len, &crc);
         if (st == FRAME_NEED_MORE)
             break;
         if (st != FRAME_READY) {
-            char why[96];
+            char why[300];
             if (st == FRAME_TOO_BIG)
                 snprintf(why, sizeof(why), "a frame of %zu bytes, over the limit of %u", len,
                          a->o.max_frame);
+            else if (st == CHAN_EV_REFUSED)
+                snprintf(why, sizeof(why), "%s", chan_why(&c->ch));
             else
                 snprintf(why, sizeof(why), "out of memory");
             a->st.bad_frames += st == FRAME_TOO_BIG;
+            a->st.auth_refused += st == CHAN_EV_REFUSED;
             conn_fail(c, why);
             break;
         }
@@ -263,26 +333,30 @@ static void on_read(struct bufferevent *bev, void *arg)
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct aconn *c = arg;
-    struct agents *a = c->a;
     if (what & BEV_EVENT_CONNECTED) {
         int one = 1;
         setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        c->phase = PH_UP;
-        a->st.connected++;
-        a->st.connects++;
-        log_event(LOG_INFO, "agents", "agent connected", "node=%s address=%s", log_q(c->node),
-                  log_q(c->address));
+        /* The key proof first; up() once the agent has proved the key. */
+        c->phase = PH_PROVING;
+        uint8_t *hello = NULL;
+        size_t len = 0;
         c->busy++;
-        if (a->h.up)
-            a->h.up(a->h.arg, c->node);
+        if (chan_hello(&c->ch, &hello, &len) != CHAN_OK ||
+            chan_ev_add_raw(bufferevent_get_output(bev), hello, len) != 0)
+            conn_fail(c, "cannot make the key-proof hello");
+        free(hello);
         c->busy--;
         settle(c);
         return;
     }
     char why[160];
     int e = EVUTIL_SOCKET_ERROR();
-    snprintf(why, sizeof(why), "%s",
-             (what & BEV_EVENT_EOF) ? "connection closed" : evutil_socket_error_to_string(e));
+    if (what & BEV_EVENT_EOF)
+        snprintf(why, sizeof(why), "connection closed");
+    else if (what & BEV_EVENT_TIMEOUT)
+        snprintf(why, sizeof(why), "no key proof from the agent in %u ms", AGENTS_HANDSHAKE_MS);
+    else
+        snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(e));
     c->busy++;
     conn_fail(c, why);
     c->busy--;
@@ -291,13 +365,24 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 
 static void start_connect(struct aconn *c, const struct sockaddr_storage *ss, socklen_t sl)
 {
-    c->bev = bufferevent_socket_new(c->a->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    struct agents *a = c->a;
+    if (chan_init(&c->ch, CHAN_INITIATOR, a->o.keyring, a->o.cluster_name, "controller") != 0) {
+        char why[300];
+        snprintf(why, sizeof(why), "%s", chan_why(&c->ch));
+        chan_free(&c->ch);
+        conn_fail(c, why);
+        return;
+    }
+    c->bev = bufferevent_socket_new(a->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (c->bev == NULL) {
+        chan_free(&c->ch);
         conn_fail(c, "out of memory");
         return;
     }
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    struct timeval hs = {AGENTS_HANDSHAKE_MS / 1000, (AGENTS_HANDSHAKE_MS % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, &hs, &hs);
     c->phase = PH_CONNECTING;
     if (bufferevent_socket_connect(c->bev, (const struct sockaddr *)ss, (int)sl) != 0)
         conn_fail(c, "connect failed");
@@ -353,7 +438,8 @@ int agents_set(struct agents *a, const char *node, const char *address)
         /* Moved: the old connection goes (its requests fail), the new address is dialled. */
         snprintf(c->address, sizeof(c->address), "%s", address);
         c->busy++;
-        if (c->phase == PH_UP || c->phase == PH_CONNECTING || c->phase == PH_DIAL)
+        if (c->phase == PH_UP || c->phase == PH_PROVING || c->phase == PH_CONNECTING ||
+            c->phase == PH_DIAL)
             conn_fail(c, "the node's address changed");
         evtimer_del(c->retry);
         c->backoff_ms = a->o.backoff_min_ms;
@@ -431,7 +517,7 @@ static int send_msg(struct agents *a, struct aconn *c, const Spur__Agent__Msg *m
     struct evbuffer *out = bufferevent_get_output(c->bev);
     size_t size = spur__agent__msg__get_packed_size(&copy);
     if (size > a->o.max_frame || evbuffer_get_length(out) + size > a->o.max_output ||
-        frame_ev_add_message(out, &copy.base) != 0) {
+        chan_ev_add_message(&c->ch, out, &copy.base) != 0) {
         a->st.refused++;
         return -1;
     }
@@ -502,7 +588,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
 struct agents *agents_new(struct event_base *base, const struct agents_options *o,
                           struct resolver *res, const struct agents_hooks *h)
 {
-    if (res == NULL || h == NULL || h->answer == NULL || o->cluster_name == NULL)
+    if (res == NULL || h == NULL || h->answer == NULL || o->cluster_name == NULL ||
+        o->keyring == NULL || o->keyring->n == 0)
         return NULL;
     struct agents *a = calloc(1, sizeof(*a));
     if (a == NULL)

@@ -22,19 +22,28 @@
  *     (controller.max_frame_bytes): a larger one is not sent, and a frame from an agent
  *     announcing more, an undecodable frame, or one of another cluster or protocol
  *     version closes that agent's connection only.
+ *   - Every connection proves the cluster key first (common/chan.h: the leader is the
+ *     initiator, role "controller"; spurd the responder, role "agent"); up() comes only
+ *     once the agent has proved it, and every frame after that is sealed both ways
+ *     (chan_ev.h). An agent without a common key, one that fails its proof, or a frame
+ *     that does not verify (altered, replayed, out of order) fails the connection like any
+ *     other failure (logged once per run of failures, with the reason, and retried with
+ *     back-off) and is counted in auth_refused. The connect and the proof must be done
+ *     within AGENTS_HANDSHAKE_MS.
  *   - Nothing is written before up(): a send to an agent that is not connected fails.
  *     The owner sends its Ping from up(), so the Ping is the first frame on every
- *     connection, as the protocol requires.
+ *     connection after the key proof, as the protocol requires.
  *
  * Mechanics: bufferevents (frames through common/frame_ev.h), names resolved with the
  * worker's shared resolver (resolver.h, never a blocking lookup), one sweep timer for
  * request deadlines, one reconnect timer per connection.
  *
- * Ownership: struct agents owns its connections and its sweep timer; the resolver and the
- * event base are borrowed and must outlive it. A connection owns its bufferevent, its
- * resolver wait, its timer and its waiting requests. Messages given to agents_request()
- * and agents_push() are packed at once and stay the caller's; what answer() and ended()
- * receive is valid during the call only.
+ * Ownership: struct agents owns its connections and its sweep timer; the resolver, the
+ * keyring and the event base are borrowed and must outlive it. A connection owns its
+ * bufferevent, its channel (wiped when it closes), its resolver wait, its timer and its
+ * waiting requests. Messages given to agents_request() and agents_push() are packed at
+ * once and stay the caller's; what answer() and ended() receive is valid during the call
+ * only.
  */
 #ifndef SPUR_AGENTS_H
 #define SPUR_AGENTS_H
@@ -53,6 +62,9 @@
 #define AGENTS_TIMEOUT_MS     15000       /* a request not answered in this time */
 #define AGENTS_BACKOFF_MIN_MS 200
 #define AGENTS_BACKOFF_MAX_MS 10000
+#define AGENTS_HANDSHAKE_MS   5000 /* the connect and the key proof */
+
+struct keyring;
 
 /* One request's end. */
 struct agents_answer {
@@ -75,23 +87,25 @@ struct agents_hooks {
 };
 
 struct agents_options {
-    uint32_t max_frame;       /* controller.max_frame_bytes */
-    const char *cluster_name; /* borrowed for the life of the agents */
-    uint32_t max_pending;     /* 0: AGENTS_MAX_PENDING */
-    size_t max_output;        /* 0: AGENTS_MAX_OUTPUT */
-    uint32_t timeout_ms;      /* 0: AGENTS_TIMEOUT_MS */
-    uint32_t backoff_min_ms;  /* 0: AGENTS_BACKOFF_MIN_MS */
-    uint32_t backoff_max_ms;  /* 0: AGENTS_BACKOFF_MAX_MS */
-    uint64_t seed;            /* back-off jitter */
+    uint32_t max_frame;            /* controller.max_frame_bytes */
+    const char *cluster_name;      /* borrowed for the life of the agents */
+    const struct keyring *keyring; /* the cluster key(s); borrowed likewise; required */
+    uint32_t max_pending;          /* 0: AGENTS_MAX_PENDING */
+    size_t max_output;             /* 0: AGENTS_MAX_OUTPUT */
+    uint32_t timeout_ms;           /* 0: AGENTS_TIMEOUT_MS */
+    uint32_t backoff_min_ms;       /* 0: AGENTS_BACKOFF_MIN_MS */
+    uint32_t backoff_max_ms;       /* 0: AGENTS_BACKOFF_MAX_MS */
+    uint64_t seed;                 /* back-off jitter */
 };
 
 struct agents_stats {
-    uint64_t connected;  /* connections up now */
-    uint64_t connects;   /* connections made */
-    uint64_t failures;   /* dials that failed and connections lost */
-    uint64_t bad_frames; /* oversized, undecodable or foreign frames from agents */
-    uint64_t timeouts;   /* requests not answered in time */
-    uint64_t refused;    /* sends refused: not connected, a bound reached, too large */
+    uint64_t connected;    /* connections up now */
+    uint64_t connects;     /* connections made */
+    uint64_t failures;     /* dials that failed and connections lost */
+    uint64_t bad_frames;   /* oversized, undecodable or foreign frames from agents */
+    uint64_t timeouts;     /* requests not answered in time */
+    uint64_t refused;      /* sends refused: not connected, a bound reached, too large */
+    uint64_t auth_refused; /* key proofs failed, frames that did not verify */
 };
 
 struct agents;

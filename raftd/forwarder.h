@@ -1,9 +1,18 @@
 /*
  * forwarder.h - writes received by a follower, passed on to the leader's client API.
  *
- * A follower that cannot propose forwards the client's request to the leader over an
- * ordinary client connection (one per leader address, multiplexed by request id) and
- * relays the answer. Guarantees:
+ * A follower that cannot propose forwards the client's request to the leader over a
+ * member's connection to its client API (one per leader address, multiplexed by request
+ * id) and relays the answer. Guarantees:
+ *   - The connection proves the cluster key first (common/chan.h: initiator, role
+ *     "replica"; the client API is the responder, role "controller"), and every request
+ *     and answer after that is sealed (chan_ev.h). Requests given before the proof is done
+ *     wait, packed but not sealed, and are sealed in order once it is. A leader that does
+ *     not share a key, cannot prove its key or sends a frame that does not verify fails
+ *     every request of that connection with an error naming the address and the reason
+ *     ("refused by peer: no common cluster key (...)"), logged once a minute at most.
+ *   - The request keeps its caller (Request.caller, set by the API layer of this replica):
+ *     the leader believes it because the connection proved the key.
  *   - Every forwarded request ends in exactly one callback: the leader's answer, or an
  *     error (connection failed or closed, time-out) with a message naming the address.
  *   - A request is forwarded once: it goes out with hops = 1 and a replica never forwards
@@ -26,6 +35,9 @@
 #include <stdint.h>
 
 #define FORWARD_MAX_PENDING 8192
+#define FORWARD_HANDSHAKE_S 5 /* the connect and the key proof must be done in this */
+
+struct keyring;
 
 struct forwarder;
 
@@ -35,8 +47,12 @@ struct forwarder;
  */
 typedef void (*forward_cb)(void *arg, Spur__Api__Response *resp, const char *err);
 
-/* res (the transport's resolver, borrowed) must outlive the forwarder. */
-struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame, struct resolver *res);
+/*
+ * res (the transport's resolver) and kr (the cluster key(s)) are borrowed and must outlive
+ * the forwarder; cluster_name is copied.
+ */
+struct forwarder *forwarder_new(struct event_base *base, uint32_t max_frame, struct resolver *res,
+                                const struct keyring *kr, const char *cluster_name);
 void forwarder_free(struct forwarder *f); /* pending callbacks get an error first */
 
 /*

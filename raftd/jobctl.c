@@ -1460,6 +1460,7 @@ struct jobctl *jobctl_new(struct node *n, struct node_api *api, const struct cfg
     struct agents_options ao = {
         .max_frame = cfg->controller.max_frame_bytes,
         .cluster_name = cfg->cluster_name,
+        .keyring = n->kr,
         .seed = mono_ns() ^ ((uint64_t)n->id << 32),
     };
     struct agents_hooks h = {.up = on_agent_up,

@@ -8,13 +8,21 @@
  *      comparison with 1: the supervisor is PID 1 in a container);
  *   2. fd 3 (--status-fd) marked close-on-exec and non-blocking before anything could
  *      fork, so no grandchild can hold the status pipe open;
- *   3. configuration (exit 78 on error), state directory and its lock (exit 73);
+ *   3. configuration (exit 78 on error); the cluster key(s) of auth.key_file and
+ *      auth.next_key_file (exit 78 when unusable; a missing current key is generated only
+ *      when the configuration names a single replica, since every other replica would
+ *      need a copy of it), before anything binds; state directory and its lock (exit 73);
  *   4. STARTING frames while the state is recovered (from a helper thread, so a long
  *      replay is never mistaken for a stall), then the event loop; RUNNING once loaded.
  * Failures before RUNNING exit with a code from 64-78; the supervisor passes on those
  * where a restart cannot help (64, 65, 73, 78) and turns the rest into 70.
+ *
+ * Two tools for operators share the binary, since it is the one linked with libcrypto
+ * (the static supervisor is not): --keygen FILE writes a new key (spurctld keygen execs
+ * it), --key-id [FILE] prints a key's id, to compare hosts without showing the key.
  */
 #include "cfg.h"
+#include "clusterkey.h"
 #include "log.h"
 #include "replica.h"
 #include "statedir.h"
@@ -36,10 +44,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct worker {
     struct cfg cfg;
+    struct keyring kr; /* wiped before every exit once loaded */
     struct statedir sd;
     struct statusw sw;
     struct event_base *base;
@@ -131,6 +141,98 @@ static void *keepalive_thread(void *arg)
     return NULL;
 }
 
+/*
+ * The cluster key(s) of auth.key_file and auth.next_key_file into kr. A missing current
+ * key file is made when the configuration names a single replica (no other replica needs
+ * a copy; agents on other hosts do, and the warning says so); otherwise, and for every
+ * other problem of either file, why gets the one line to exit 78 with. Returns 0 or
+ * EXIT_CONFIG.
+ */
+static int load_keys(const struct cfg *cfg, struct keyring *kr, char *why, size_t whylen)
+{
+    const char *path = cfg->auth.key_file;
+    bool generated = false;
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT) {
+        if (cfg->controller.npeers > 1) {
+            snprintf(why, whylen,
+                     "auth: cluster key file %s is missing; make one with \"spurctld keygen "
+                     "%s\" and copy it (mode 0600) to every replica and agent host",
+                     path, path);
+            return EXIT_CONFIG;
+        }
+        int rc = clusterkey_generate(path, why, whylen);
+        if (rc < 0)
+            return EXIT_CONFIG;
+        generated = rc == 0; /* 1: made meanwhile by someone else; load theirs */
+    }
+    if (keyring_load(kr, path, cfg->auth.next_key_file, why, whylen) != 0)
+        return EXIT_CONFIG;
+    if (generated)
+        log_event(LOG_WARN, "raftd", "generated a new cluster key", "file=%s key_id=%s hint=%s",
+                  log_q(path), kr->keys[0].id_hex,
+                  log_q("agents (spurd) on other hosts need a copy of this file, mode 0600"));
+    char ids[2 * (2 * CLUSTERKEY_ID_LEN + 1) + 1];
+    keyring_ids(kr, ids, sizeof(ids));
+    log_event(LOG_INFO, "raftd", "cluster key loaded", "file=%s next_file=%s key_ids=%s",
+              log_q(path), log_q(cfg->auth.next_key_file[0] ? cfg->auth.next_key_file : "-"), ids);
+    return 0;
+}
+
+/* --keygen FILE: 0 written, 1 not (exists, or failed), with one line saying so. */
+static int keygen(const char *path)
+{
+    char err[512];
+    int rc = clusterkey_generate(path, err, sizeof(err));
+    if (rc == 1) {
+        fprintf(stderr, "spurctld-raftd: %s already exists; not replacing a cluster key\n", path);
+        return 1;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "spurctld-raftd: %s\n", err);
+        return 1;
+    }
+    struct keyring kr;
+    memset(&kr, 0, sizeof(kr));
+    if (keyring_load(&kr, path, NULL, err, sizeof(err)) != 0) {
+        fprintf(stderr, "spurctld-raftd: %s\n", err);
+        return 1;
+    }
+    printf("wrote a new cluster key to %s (key id %s); copy it (mode 0600) to every replica "
+           "and agent host\n",
+           path, kr.keys[0].id_hex);
+    keyring_wipe(&kr);
+    return 0;
+}
+
+/* --key-id [FILE]: the key's id on stdout (FILE, else auth.key_file of the config). */
+static int key_id(const char *path, const char *config_path)
+{
+    char err[512];
+    struct cfg cfg;
+    static struct cfg_error cerr;
+    bool have_cfg = false;
+    if (path == NULL) {
+        if (cfg_load(config_path, &cfg, &cerr) != 0) {
+            cfg_print_errors(stderr, "spurctld-raftd: ", &cerr);
+            return EXIT_CONFIG;
+        }
+        have_cfg = true;
+        path = cfg.auth.key_file;
+    }
+    struct keyring kr;
+    memset(&kr, 0, sizeof(kr));
+    int rc = keyring_load(&kr, path, NULL, err, sizeof(err));
+    if (rc == 0)
+        printf("%s\n", kr.keys[0].id_hex);
+    else
+        fprintf(stderr, "spurctld-raftd: %s\n", err);
+    keyring_wipe(&kr);
+    if (have_cfg)
+        cfg_free(&cfg);
+    return rc == 0 ? 0 : 1;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -143,6 +245,10 @@ static void usage(FILE *out)
             "      --status-fd N     write status frames to descriptor N (set by spurctld)\n"
             "      --supervisor-pid P  the supervisor's pid (set by spurctld): exit at once\n"
             "                        if the parent is already another process\n"
+            "      --keygen FILE     write a new cluster key to FILE (never replaces one)\n"
+            "                        and exit (spurctld keygen FILE runs this)\n"
+            "      --key-id [FILE]   print the id of the key in FILE (default: the\n"
+            "                        configuration's auth.key_file) and exit\n"
             "  -V, --version         print the version and exit\n"
             "  -h, --help            print this help and exit\n",
             SPUR_DEFAULT_CONFIG);
@@ -155,14 +261,17 @@ int main(int argc, char **argv)
         {"state-dir", required_argument, NULL, 'S'},
         {"status-fd", required_argument, NULL, 'F'},
         {"supervisor-pid", required_argument, NULL, 'P'},
+        {"keygen", required_argument, NULL, 'G'},
+        {"key-id", no_argument, NULL, 'I'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *config_path = NULL, *state_dir = NULL;
+    const char *config_path = NULL, *state_dir = NULL, *keygen_path = NULL;
+    bool want_key_id = false;
     int status_fd = -1;
     long sup_pid = 0;
-    int c;
+    int c, rc;
     struct worker w;
     char why[1024]; /* a storage refusal names a path, the reason and what to do */
 
@@ -200,6 +309,12 @@ int main(int argc, char **argv)
             sup_pid = v;
             break;
         }
+        case 'G':
+            keygen_path = optarg;
+            break;
+        case 'I':
+            want_key_id = true;
+            break;
         case 'V':
             printf("spurctld-raftd %s\n", SPUR_VERSION);
             return 0;
@@ -212,8 +327,15 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "spurctld-raftd: unexpected argument \"%s\"\n", argv[optind]);
+    if (keygen_path != NULL && optind == argc && !want_key_id)
+        return keygen(keygen_path);
+    if (want_key_id && keygen_path == NULL && argc - optind <= 1)
+        return key_id(optind < argc ? argv[optind] : NULL, config_path);
+    if (optind < argc || keygen_path != NULL || want_key_id) {
+        fprintf(stderr, "spurctld-raftd: %s\n",
+                optind < argc && !(keygen_path || want_key_id)
+                    ? "unexpected argument"
+                    : "--keygen FILE and --key-id [FILE] go alone");
         return EXIT_USAGE;
     }
 
@@ -256,20 +378,30 @@ int main(int argc, char **argv)
     }
     w.node_id = cfg_node_id(&w.cfg, host);
     log_set_node(w.node_id); /* every later line names the replica */
+    rc = load_keys(&w.cfg, &w.kr, why, sizeof(why));
+    if (rc != 0) {
+        log_event(LOG_ERROR, "raftd", "cluster key unusable; exiting", "exit=%d error=%s", rc,
+                  log_q(why));
+        keyring_wipe(&w.kr);
+        cfg_free(&w.cfg);
+        return rc;
+    }
 
     w.base = event_base_new();
     if (w.base == NULL) {
         log_event(LOG_ERROR, "raftd", "cannot create the event loop; exiting 71", NULL);
+        keyring_wipe(&w.kr);
         cfg_free(&w.cfg);
         return EXIT_OSERR;
     }
     send_phase(&w, STATUS_PHASE_STARTING);
 
-    int rc = statedir_open(&w.sd, w.cfg.controller.state_dir, why, sizeof(why));
+    rc = statedir_open(&w.sd, w.cfg.controller.state_dir, why, sizeof(why));
     if (rc != 0) {
         log_event(LOG_ERROR, "raftd", "state directory unusable; exiting", "exit=%d error=%s",
                   rc, log_q(why));
         event_base_free(w.base);
+        keyring_wipe(&w.kr);
         cfg_free(&w.cfg);
         return rc;
     }
@@ -283,7 +415,8 @@ int main(int argc, char **argv)
                            .interval_ms = w.cfg.supervisor.heartbeat_ms};
     pthread_t kat;
     bool ka_running = pthread_create(&kat, NULL, keepalive_thread, &ka) == 0;
-    rc = replica_open(w.base, &w.cfg, w.node_id, &w.sw, &w.node, why, sizeof(why));
+    struct replica_options ro = {.keyring = &w.kr};
+    rc = replica_open(w.base, &w.cfg, w.node_id, &w.sw, &ro, &w.node, why, sizeof(why));
     if (ka_running) {
         ka.stop = 1;
         pthread_join(kat, NULL);
@@ -293,6 +426,7 @@ int main(int argc, char **argv)
                   rc, log_q(why));
         statedir_close(&w.sd);
         event_base_free(w.base);
+        keyring_wipe(&w.kr);
         cfg_free(&w.cfg);
         return rc;
     }
@@ -327,6 +461,7 @@ int main(int argc, char **argv)
     event_free(w.ev_usr2);
     event_base_free(w.base);
     statedir_close(&w.sd);
+    keyring_wipe(&w.kr);
     cfg_free(&w.cfg);
     log_event(code ? LOG_ERROR : LOG_INFO, "raftd", "exiting", "exit=%d", code);
     return code;

@@ -910,9 +910,9 @@ const char *node_leader_api(const struct node *n)
     return transport_peer_api(n->tr, n->leader);
 }
 
-int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
-              struct statusw *sw, const struct node_hooks *hooks, struct node **out, char *why,
-              size_t whylen)
+int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id, struct statusw *sw,
+              const struct keyring *kr, const struct node_hooks *hooks, struct node **out,
+              char *why, size_t whylen)
 {
     struct node *n = calloc(1, sizeof(*n));
     struct storage_options so;
@@ -926,6 +926,7 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
     }
     n->base = base;
     n->cfg = cfg;
+    n->kr = kr;
     n->id = node_id;
     n->sw = sw;
     n->hooks = *hooks;
@@ -968,6 +969,7 @@ int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
 
     struct transport_options to = {
         .self = n->id,
+        .keyring = kr,
         .cluster_name = cfg->cluster_name,
         .listen = cfg->raft.listen,
         .api_address = n->api_address,

@@ -81,6 +81,7 @@ struct held_msgs {
 struct node {
     struct event_base *base; /* borrowed */
     const struct cfg *cfg;   /* borrowed */
+    const struct keyring *kr; /* borrowed: the cluster key(s) peers and agents prove */
     raft_id id;
     struct statusw *sw; /* borrowed */
     bool status_ready;
@@ -158,9 +159,9 @@ struct node {
  * then calls node_start()). Returns 0 with *out, or an exit code (65 corrupt state, 71 OS
  * failure) with why set.
  */
-int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
-              struct statusw *sw, const struct node_hooks *hooks, struct node **out, char *why,
-              size_t whylen);
+int node_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id, struct statusw *sw,
+              const struct keyring *kr, const struct node_hooks *hooks, struct node **out,
+              char *why, size_t whylen);
 
 /* Start the core on empty state: found the cluster (found) or wait to be caught up. */
 int node_start(struct node *n, bool found);

@@ -128,6 +128,10 @@ static void render(const struct node_metrics *m, struct buf *b)
             "Raft messages dropped (peer unknown, down or backed up).", (double)ts.dropped);
     counter(b, "spur_raft_peer_refused_total",
             "Peer handshakes refused (other cluster, version or id).", (double)ts.refused);
+    counter(b, "spur_peer_auth_refused_total",
+            "Peer connections closed for the cluster key: no common key, a failed proof, or "
+            "a frame whose MAC or sequence number did not verify.",
+            (double)ts.auth_refused);
     counter(b, "spur_raft_bad_frames_total", "Undecodable or oversized peer frames.",
             (double)ts.bad_frames);
     family(b, "spur_raft_peer_connected", "gauge",

@@ -72,7 +72,8 @@ static void on_peer(void *arg, const struct transport_peer_info *info, bool up)
 }
 
 int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
-                 struct statusw *sw, struct replica **out, char *why, size_t whylen)
+                 struct statusw *sw, const struct replica_options *o, struct replica **out,
+                 char *why, size_t whylen)
 {
     struct replica *r = calloc(1, sizeof(*r));
     if (r == NULL) {
@@ -82,13 +83,14 @@ int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_i
     r->base = base;
     r->cfg = cfg;
     struct node_hooks hooks = {.applied = on_applied, .peer = on_peer, .arg = r};
-    int code = node_open(base, cfg, node_id, sw, &hooks, &r->node, why, whylen);
+    int code = node_open(base, cfg, node_id, sw, o->keyring, &hooks, &r->node, why, whylen);
     if (code != 0) {
         free(r);
         return code;
     }
     code = EXIT_OSERR;
-    r->fwd = forwarder_new(base, cfg->controller.max_frame_bytes, transport_resolver(r->node->tr));
+    r->fwd = forwarder_new(base, cfg->controller.max_frame_bytes, transport_resolver(r->node->tr),
+                           o->keyring, cfg->cluster_name);
     if (r->fwd == NULL) {
         snprintf(why, whylen, "out of memory");
         goto fail;

@@ -2,14 +2,19 @@
  * transport.c - Raft peer connections on libevent; contract in transport.h.
  *
  * Per peer: one outbound connection we dial and write our messages on, and any number of
- * inbound connections the peer dialled, which we read. Both start with a Handshake frame
- * each way. A connection is "up" once both handshakes are exchanged and checked.
+ * inbound connections the peer dialled, which we read. Both first run the cluster-key
+ * handshake (chan.h), then exchange a sealed Handshake frame each way. A connection is
+ * "up" once both handshakes are exchanged and checked.
  *
- *   dial -> connected -> send Handshake -> read Handshake -> check -> up -> pump queue
- *   accept -> read Handshake -> check -> send Handshake -> up -> read messages
+ *   dial -> connected -> ChanHello -> read ChanHello -> ChanProof -> send Handshake
+ *        -> read Handshake -> check -> up -> pump queue
+ *   accept -> read ChanHello -> ChanHello (or a refusal, flushed, then close)
+ *        -> read ChanProof -> read Handshake -> check -> send Handshake -> up -> read
  *
- * Frames are frame.h's 4-byte length + payload, read and written through frame_ev.h; a
- * length over the limit closes the connection before any allocation. The queue per peer has two lanes; the pump moves
+ * The three key-proof frames are plain frames (frame_ev.h, at most CHAN_MAX_HELLO bytes);
+ * every frame after them is sealed and opened through chan_ev.h, which checks its MAC and
+ * sequence number before the payload is looked at. A frame's length over the limit closes
+ * the connection before any allocation. The queue per peer has two lanes; the pump moves
  * control frames into the socket buffer freely and bulk frames only while the socket
  * buffer holds less than BULK_WATERMARK bytes, so that a heartbeat queued behind a
  * snapshot transfer waits for at most one chunk.
@@ -17,6 +22,8 @@
 #include "transport.h"
 
 #include "cfg.h"
+#include "chan.h"
+#include "chan_ev.h"
 #include "frame_ev.h"
 #include "listener.h"
 #include "log.h"
@@ -56,22 +63,26 @@
  *   - struct tpeer owns its outbound connection (out), the frames on both lanes of its
  *     queue, its redial timer and its resolver wait. t is its owner, not a reference.
  *   - struct tconn owns its bufferevent (and through it the socket, BEV_OPT_CLOSE_ON_FREE,
- *     and both of its evbuffers). An outbound one belongs to its peer (peer->out); an
- *     inbound one to the transport's inbound list, and its peer pointer, set after the
- *     handshake, is borrowed.
+ *     and both of its evbuffers) and its channel (ch: OpenSSL contexts and session keys,
+ *     released and wiped by tconn_free()); the channel borrows the transport's keyring,
+ *     which the caller keeps for the transport's life. An outbound one belongs to its
+ *     peer (peer->out); an inbound one to the transport's inbound list, and its peer
+ *     pointer, set after the handshake, is borrowed.
  *   - struct tframe owns its payload, from transport_encode() until it is copied into a
  *     socket buffer (put_frame()) or dropped; the caller of transport_encode() owns the
  *     frame until transport_send_frame() or transport_frame_free().
- *   - A received frame is a malloc'd copy (frame_ev_take()) freed as soon as it is
- *     decoded; a decoded message lives until the receive callback returns.
+ *   - A received frame is a malloc'd copy (frame_ev_take(), chan_ev_take()) freed as
+ *     soon as it is decoded; a decoded message lives until the receive callback returns.
  */
 struct tframe {
     struct tframe *next;
     raft_id to;
     uint8_t type;
     bool bulk;
-    size_t len;       /* bytes on the wire, header included: what the queue limits count */
-    uint8_t *payload; /* owned, malloc'd: len - FRAME_HEADER_LEN bytes */
+    size_t len;       /* bytes on the wire, header and seal trailer included: what the
+                         queue limits count */
+    uint8_t *payload; /* owned, malloc'd: len - FRAME_HEADER_LEN - CHAN_TRAILER_LEN bytes,
+                         sealed when put into the socket buffer */
 };
 
 struct tconn;
@@ -98,9 +109,10 @@ struct tconn {
     struct bufferevent *bev;
     struct tpeer *peer;  /* outbound: the peer dialled; inbound: set after the handshake */
     bool outbound;
-    bool handshaken;
+    bool handshaken; /* the Raft Handshake too; the channel is established first */
     raft_id remote_id;
     char remote[80];
+    struct chan ch;      /* the cluster-key channel; owned, set up by tconn_new() */
     struct tconn *next;  /* inbound list */
 };
 
@@ -108,7 +120,7 @@ struct tconn {
 #define REFUSAL_SLOTS 16
 #define REFUSAL_RELOG_MS 60000
 struct refusal {
-    char key[192]; /* remote host, claimed id, reason */
+    char key[256]; /* what, remote host, claimed id, reason */
     uint64_t last_ms;
     uint64_t suppressed;
 };
@@ -165,19 +177,19 @@ static void queue_clear(struct tpeer *p)
 }
 
 /*
- * Log an incoming refusal unless the same one (host, claimed id, reason) was logged in the
+ * Log a refusal (msg) unless the same one (msg, host, claimed id, reason) was logged in the
  * last minute; then say how many were not logged.
  */
-static void log_refusal(struct transport *t, const char *remote, raft_id claimed,
+static void log_limited(struct transport *t, const char *msg, const char *remote, raft_id claimed,
                         const char *why)
 {
-    char key[192];
+    char key[256];
     char host[80];
     snprintf(host, sizeof(host), "%s", remote);
     char *colon = strrchr(host, ':');
     if (colon)
         *colon = '\0'; /* the source port changes on every retry */
-    snprintf(key, sizeof(key), "%s|%u|%.100s", host, claimed, why);
+    snprintf(key, sizeof(key), "%.40s|%s|%u|%.120s", msg, host, claimed, why);
     uint64_t now = mono_ms();
     for (unsigned i = 0; i < REFUSAL_SLOTS; i++) {
         struct refusal *r = &t->refusals[i];
@@ -187,9 +199,8 @@ static void log_refusal(struct transport *t, const char *remote, raft_id claimed
             r->suppressed++;
             return;
         }
-        log_event(LOG_ERROR, "transport", "incoming peer refused",
-                  "from=%s claimed_id=%u why=%s repeats=%llu", remote, claimed, log_q(why),
-                  (unsigned long long)r->suppressed);
+        log_event(LOG_ERROR, "transport", msg, "from=%s claimed_id=%u why=%s repeats=%llu", remote,
+                  claimed, log_q(why), (unsigned long long)r->suppressed);
         r->last_ms = now;
         r->suppressed = 0;
         return;
@@ -198,13 +209,145 @@ static void log_refusal(struct transport *t, const char *remote, raft_id claimed
     snprintf(r->key, sizeof(r->key), "%s", key);
     r->last_ms = now;
     r->suppressed = 0;
-    log_event(LOG_ERROR, "transport", "incoming peer refused", "from=%s claimed_id=%u why=%s",
-              remote, claimed, log_q(why));
+    log_event(LOG_ERROR, "transport", msg, "from=%s claimed_id=%u why=%s", remote, claimed,
+              log_q(why));
+}
+
+static void log_refusal(struct transport *t, const char *remote, raft_id claimed, const char *why)
+{
+    log_limited(t, "incoming peer refused", remote, claimed, why);
+}
+
+/* ---- connections and their channels ------------------------------------------------ */
+
+/* A connection with its channel set up (side: who dialled). NULL: out of memory. */
+static struct tconn *tconn_new(struct transport *t, enum chan_side side)
+{
+    struct tconn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->t = t;
+    if (chan_init(&c->ch, side, t->opt.keyring, t->cluster_name, "replica") != 0) {
+        log_event(LOG_ERROR, "transport", "cannot set up a channel", "why=%s",
+                  log_q(chan_why(&c->ch)));
+        chan_free(&c->ch);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void tconn_free(struct tconn *c)
+{
+    if (c->bev)
+        bufferevent_free(c->bev);
+    chan_free(&c->ch);
+    free(c);
+}
+
+/* Count a failed key proof or a frame that did not verify under the right heading. */
+static void count_chan_failure(struct transport *t, enum chan_rc rc)
+{
+    if (rc == CHAN_BAD_FRAME)
+        t->stats.bad_frames++;
+    if (rc == CHAN_OTHER_CLUSTER || rc == CHAN_BAD_VERSION)
+        t->stats.refused++; /* the same refusals the Raft Handshake makes */
+    else
+        t->stats.auth_refused++;
+}
+
+/*
+ * Run the key proof on c with the frames buffered in `in` (plain frames, at most
+ * CHAN_MAX_HELLO bytes). What the channel answers (the responder's hello or refusal, the
+ * initiator's proof) is appended to c's output. Returns 1 once the channel is established
+ * (sealed frames may follow in `in`), 0 when more bytes are needed, -1 when it failed:
+ * why says why, *replied whether a refusal waits in the output (flush it, then close).
+ */
+static int chan_handshake(struct transport *t, struct tconn *c, struct evbuffer *in, bool *replied,
+                          char *why, size_t whylen)
+{
+    *replied = false;
+    while (!chan_established(&c->ch)) {
+        uint8_t *body = NULL;
+        size_t len = 0;
+        enum frame_status st = frame_ev_take(in, CHAN_MAX_HELLO, &body, &len);
+        if (st == FRAME_NEED_MORE)
+            return 0;
+        if (st == FRAME_TOO_BIG) {
+            t->stats.bad_frames++;
+            t->stats.auth_refused++;
+            snprintf(why, whylen, "a key-proof frame of %zu bytes, over the %u-byte limit", len,
+                     (unsigned)CHAN_MAX_HELLO);
+            return -1;
+        }
+        if (st != FRAME_READY) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        t->stats.bytes_received += FRAME_HEADER_LEN + len;
+        uint8_t *out = NULL;
+        size_t outlen = 0;
+        enum chan_rc rc;
+        if (c->ch.side == CHAN_RESPONDER && c->ch.state == CHAN_S_PROOF_WAIT)
+            rc = chan_take_proof(&c->ch, body, len);
+        else
+            rc = chan_take_hello(&c->ch, body, len, &out, &outlen);
+        free(body);
+        int added = 0;
+        if (out != NULL) {
+            added = chan_ev_add_raw(bufferevent_get_output(c->bev), out, outlen);
+            free(out);
+        }
+        if (rc != CHAN_OK) {
+            count_chan_failure(t, rc);
+            snprintf(why, whylen, "%s", chan_why(&c->ch));
+            *replied = out != NULL && added == 0;
+            return -1;
+        }
+        if (added != 0) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+    }
+    return 1;
+}
+
+/*
+ * Take and open the next sealed frame of an established channel. Returns 1 with *body
+ * (malloc'd, the caller frees it) and *len, 0 when more bytes are needed, -1 when the
+ * frame is over the limit or memory is short, -2 when it did not verify (MAC, sequence:
+ * counted in auth_refused); why then says which. Every case but 0 and 1 closes.
+ */
+static int next_sealed(struct transport *t, struct tconn *c, struct evbuffer *in, uint8_t **body,
+                       size_t *len, char *why, size_t whylen)
+{
+    enum chan_rc rc = CHAN_OK;
+    /* The inner payload's limit, as before the seal; the trailer comes on top. */
+    size_t limit = (size_t)t->opt.max_frame + 65536;
+    switch (chan_ev_take(&c->ch, in, limit, body, len, &rc)) {
+    case FRAME_READY:
+        t->stats.bytes_received += FRAME_HEADER_LEN + *len + CHAN_TRAILER_LEN;
+        return 1;
+    case FRAME_NEED_MORE:
+        return 0;
+    case FRAME_TOO_BIG:
+        t->stats.bad_frames++;
+        snprintf(why, whylen, "frame over the size limit");
+        return -1;
+    case CHAN_EV_REFUSED:
+        count_chan_failure(t, rc);
+        snprintf(why, whylen, "%s", chan_why(&c->ch));
+        return -2;
+    default:
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
 }
 
 /* ---- handshakes ------------------------------------------------------------------- */
 
-static int send_handshake(struct transport *t, struct bufferevent *bev)
+/* Our Handshake, sealed, on c's established channel. */
+static int send_handshake(struct transport *t, struct tconn *c)
 {
     struct raft_wire_handshake h;
     memset(&h, 0, sizeof(h));
@@ -219,7 +362,7 @@ static int send_handshake(struct transport *t, struct bufferevent *bev)
     size_t len = 0;
     if (raft_wire_handshake_encode(&h, 0, &buf, &len) != RAFT_WIRE_OK)
         return -1;
-    int rc = frame_ev_add(bufferevent_get_output(bev), buf, len);
+    int rc = chan_ev_add(&c->ch, bufferevent_get_output(c->bev), buf, len);
     free(buf);
     return rc;
 }
@@ -268,7 +411,8 @@ static void fill_info(struct transport *t, struct transport_peer_info *info,
 static void schedule_redial(struct tpeer *p);
 static void pump(struct tpeer *p);
 
-static void out_close(struct tpeer *p, const char *why)
+/* Close the outbound connection; quiet: the caller logged why already. */
+static void out_close_ex(struct tpeer *p, const char *why, bool quiet)
 {
     struct tconn *c = p->out;
     if (c == NULL)
@@ -276,20 +420,25 @@ static void out_close(struct tpeer *p, const char *why)
     bool was_up = p->up;
     p->out = NULL;
     p->up = false;
-    bufferevent_free(c->bev);
-    free(c);
+    tconn_free(c);
     queue_clear(p);
     if (was_up) {
-        log_event(LOG_WARN, "transport", "peer connection lost", "peer=%u addr=%s why=%s", p->id,
-                  log_q(p->address), log_q(why));
+        if (!quiet)
+            log_event(LOG_WARN, "transport", "peer connection lost", "peer=%u addr=%s why=%s",
+                      p->id, log_q(p->address), log_q(why));
         if (p->t->cb.on_peer)
             p->t->cb.on_peer(p->t->cb.arg, &p->info, false);
-    } else if (!p->down_logged) {
+    } else if (!p->down_logged && !quiet) {
         p->down_logged = true;
         log_event(LOG_INFO, "transport", "peer not reachable yet; retrying",
                   "peer=%u addr=%s why=%s", p->id, log_q(p->address), log_q(why));
     }
     schedule_redial(p);
+}
+
+static void out_close(struct tpeer *p, const char *why)
+{
+    out_close_ex(p, why, false);
 }
 
 /*
@@ -301,30 +450,6 @@ static void out_fail(struct tpeer *p, const char *why)
 {
     resolver_failed(p->t->res, p->address);
     out_close(p, why);
-}
-
-/*
- * Take the next whole frame from in. Returns 1 with *body (malloc'd, the caller frees it)
- * and *len, 0 when more bytes are needed, or -1 when the frame announces more than the
- * limit (refused before allocating) or memory is short; *why then says which.
- */
-static int next_frame(struct transport *t, struct evbuffer *in, uint8_t **body, size_t *len,
-                      const char **why)
-{
-    switch (frame_ev_take(in, (size_t)t->opt.max_frame + 65536, body, len)) {
-    case FRAME_READY:
-        t->stats.bytes_received += FRAME_HEADER_LEN + *len;
-        return 1;
-    case FRAME_NEED_MORE:
-        return 0;
-    case FRAME_TOO_BIG:
-        t->stats.bad_frames++;
-        *why = "frame over the size limit";
-        return -1;
-    default:
-        *why = "out of memory";
-        return -1;
-    }
 }
 
 /* Decode and check a handshake frame (frees body). Returns 0, or -1 with why filled. */
@@ -373,20 +498,47 @@ static void out_read(struct bufferevent *bev, void *arg)
     struct tpeer *p = c->peer;
     struct transport *t = c->t;
     struct evbuffer *in = bufferevent_get_input(bev);
+    char why[300];
+    if (!chan_established(&c->ch)) {
+        bool replied;
+        int hs = chan_handshake(t, c, in, &replied, why, sizeof(why));
+        if (hs == 0)
+            return;
+        if (hs < 0) {
+            /* Once per peer until it comes up: a peer retrying forever is one line. */
+            if (!p->refused_logged) {
+                p->refused_logged = true;
+                log_event(LOG_ERROR, "transport", "peer refused", "peer=%u addr=%s why=%s", p->id,
+                          log_q(p->address), log_q(why));
+            }
+            /* Another host may answer at a reused address: look the name up again. */
+            resolver_failed(t->res, p->address);
+            out_close_ex(p, why, true);
+            return;
+        }
+        /* Our proof is queued; the channel is ours to seal on: the Raft Handshake next. */
+        if (send_handshake(t, c) != 0) {
+            out_close(p, "cannot encode the handshake");
+            return;
+        }
+    }
     while (p->out == c) {
         uint8_t *body = NULL;
         size_t len = 0;
-        const char *ferr = NULL;
-        int fr = next_frame(t, in, &body, &len, &ferr);
+        int fr = next_sealed(t, c, in, &body, &len, why, sizeof(why));
         if (fr == 0)
             return;
+        if (fr == -2) {
+            log_limited(t, "peer frame refused; closing", p->address, p->id, why);
+            out_close_ex(p, why, true);
+            return;
+        }
         if (fr < 0) {
-            out_close(p, ferr);
+            out_close(p, why);
             return;
         }
         if (!c->handshaken) {
             struct raft_wire_handshake h;
-            char why[256];
             int rc;
             if (take_handshake(t, body, len, p->id, &h, &rc, why, sizeof(why)) != 0) {
                 t->stats.refused++;
@@ -403,10 +555,13 @@ static void out_read(struct bufferevent *bev, void *arg)
             p->refused_logged = false;
             p->down_logged = false;
             p->backoff_ms = BACKOFF_MIN_MS;
+            struct timeval wt = {HANDSHAKE_TIMEOUT_S, 0};
+            bufferevent_set_timeouts(bev, NULL, &wt); /* up: silence is no failure now */
             fill_info(t, &p->info, &h);
             log_event(LOG_INFO, "transport", "peer connected",
-                      "peer=%u addr=%s has_cluster=%d api=%s", p->id, log_q(p->address),
-                      h.has_cluster ? 1 : 0, log_q(h.api_address[0] ? h.api_address : "-"));
+                      "peer=%u addr=%s has_cluster=%d api=%s key_id=%s", p->id, log_q(p->address),
+                      h.has_cluster ? 1 : 0, log_q(h.api_address[0] ? h.api_address : "-"),
+                      chan_key_id(&c->ch));
             if (t->cb.on_peer)
                 t->cb.on_peer(t->cb.arg, &p->info, true);
             if (p->out == c)
@@ -436,8 +591,16 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED) {
         int one = 1;
         setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (send_handshake(c->t, bev) != 0)
-            out_close(p, "cannot encode the handshake");
+        /* The key proof comes first: our hello, plain; nothing else before it is done. */
+        uint8_t *hello = NULL;
+        size_t len = 0;
+        if (chan_hello(&c->ch, &hello, &len) != CHAN_OK ||
+            chan_ev_add_raw(bufferevent_get_output(bev), hello, len) != 0) {
+            free(hello);
+            out_close(p, "cannot make the key-proof hello");
+            return;
+        }
+        free(hello);
         return;
     }
     char why[160];
@@ -454,24 +617,24 @@ static void out_event(struct bufferevent *bev, short what, void *arg)
 static void connect_to(struct tpeer *p, const struct sockaddr_storage *ss, socklen_t sl)
 {
     struct transport *t = p->t;
-    struct tconn *c = calloc(1, sizeof(*c));
+    struct tconn *c = tconn_new(t, CHAN_INITIATOR);
     if (c == NULL) {
         schedule_redial(p);
         return;
     }
-    c->t = t;
     c->peer = p;
     c->outbound = true;
     c->bev = bufferevent_socket_new(t->base, -1, BEV_OPT_CLOSE_ON_FREE);
     if (c->bev == NULL) {
-        free(c);
+        tconn_free(c);
         schedule_redial(p);
         return;
     }
     bufferevent_setcb(c->bev, out_read, out_write, out_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    /* Until the peer is up, both ways: the key proof and the Handshake must not stall. */
     struct timeval hs = {HANDSHAKE_TIMEOUT_S, 0};
-    bufferevent_set_timeouts(c->bev, NULL, &hs);
+    bufferevent_set_timeouts(c->bev, &hs, &hs);
     bufferevent_setwatermark(c->bev, EV_WRITE, BULK_WATERMARK / 2, 0);
     p->out = c;
     if (bufferevent_socket_connect(c->bev, (const struct sockaddr *)ss, (int)sl) != 0)
@@ -565,7 +728,9 @@ static void put_frame(struct tpeer *p, struct tframe *f)
     p->qframes--;
     p->qbytes -= f->len;
     struct evbuffer *out = bufferevent_get_output(p->out->bev);
-    if (frame_ev_add(out, f->payload, f->len - FRAME_HEADER_LEN) == 0) {
+    /* Sealed here, in the order frames enter the socket: the sequence numbers follow it. */
+    if (chan_ev_add(&p->out->ch, out, f->payload, f->len - FRAME_HEADER_LEN - CHAN_TRAILER_LEN) ==
+        0) {
         p->t->stats.bytes_sent += f->len;
         p->t->stats.sent_by_type[f->type]++;
     } else {
@@ -596,10 +761,11 @@ struct tframe *transport_encode(struct transport *t, const struct raft_msg *m)
         t->stats.dropped++;
         return NULL;
     }
-    f->len = FRAME_HEADER_LEN + n;
+    f->len = FRAME_HEADER_LEN + n + CHAN_TRAILER_LEN;
     f->to = m->to;
     f->type = m->type <= RAFT_MSG_TYPE_MAX ? m->type : 0;
-    f->bulk = m->type == RAFT_MSG_SNAPSHOT || (m->type == RAFT_MSG_APPEND && f->len > BULK_BYTES);
+    f->bulk = m->type == RAFT_MSG_SNAPSHOT ||
+              (m->type == RAFT_MSG_APPEND && FRAME_HEADER_LEN + n > BULK_BYTES);
     return f;
 }
 
@@ -653,34 +819,59 @@ static void in_close(struct tconn *c)
             break;
         }
     }
-    bufferevent_free(c->bev);
-    free(c);
+    tconn_free(c);
 }
 
 static void in_flushed(struct bufferevent *bev, void *arg);
 static void in_event(struct bufferevent *bev, short what, void *arg);
+
+/* Read no more; close once what is queued (a refusal) has left. */
+static void in_linger(struct tconn *c)
+{
+    bufferevent_disable(c->bev, EV_READ);
+    bufferevent_setcb(c->bev, NULL, in_flushed, in_event, c);
+}
 
 static void in_read(struct bufferevent *bev, void *arg)
 {
     struct tconn *c = arg;
     struct transport *t = c->t;
     struct evbuffer *in = bufferevent_get_input(bev);
+    char why[300];
+    if (!chan_established(&c->ch)) {
+        bool replied;
+        int hs = chan_handshake(t, c, in, &replied, why, sizeof(why));
+        if (hs == 0)
+            return;
+        if (hs < 0) {
+            log_refusal(t, c->remote, 0, why);
+            /* A refusal hello tells the dialler why (no common key, other cluster). */
+            if (replied)
+                in_linger(c);
+            else
+                in_close(c);
+            return;
+        }
+    }
     for (;;) {
         uint8_t *body = NULL;
         size_t len = 0;
-        const char *ferr = NULL;
-        int fr = next_frame(t, in, &body, &len, &ferr);
+        int fr = next_sealed(t, c, in, &body, &len, why, sizeof(why));
         if (fr == 0)
             return;
+        if (fr == -2) {
+            log_limited(t, "peer frame refused; closing", c->remote, c->remote_id, why);
+            in_close(c);
+            return;
+        }
         if (fr < 0) {
-            log_event(LOG_WARN, "transport", "bad frame from a peer; closing",
-                      "from=%s why=\"%s\"", c->remote, ferr);
+            log_event(LOG_WARN, "transport", "bad frame from a peer; closing", "from=%s why=%s",
+                      c->remote, log_q(why));
             in_close(c);
             return;
         }
         if (!c->handshaken) {
             struct raft_wire_handshake h;
-            char why[256];
             int rc;
             if (take_handshake(t, body, len, 0, &h, &rc, why, sizeof(why)) != 0) {
                 t->stats.refused++;
@@ -690,9 +881,8 @@ static void in_read(struct bufferevent *bev, void *arg)
                  * mismatch in its log instead of seeing a bare disconnect. A frame that did
                  * not decode gets no answer.
                  */
-                if (rc == RAFT_WIRE_OK && send_handshake(t, bev) == 0) {
-                    bufferevent_disable(bev, EV_READ);
-                    bufferevent_setcb(bev, NULL, in_flushed, in_event, c);
+                if (rc == RAFT_WIRE_OK && send_handshake(t, c) == 0) {
+                    in_linger(c);
                     return;
                 }
                 in_close(c);
@@ -701,7 +891,7 @@ static void in_read(struct bufferevent *bev, void *arg)
             c->handshaken = true;
             c->remote_id = h.node_id;
             bufferevent_set_timeouts(bev, NULL, NULL);
-            if (send_handshake(t, bev) != 0) {
+            if (send_handshake(t, c) != 0) {
                 in_close(c);
                 return;
             }
@@ -724,7 +914,7 @@ static void in_read(struct bufferevent *bev, void *arg)
     }
 }
 
-/* Write callback of a refused connection: close once our handshake has left. */
+/* Write callback of a refused connection: close once our refusal has left. */
 static void in_flushed(struct bufferevent *bev, void *arg)
 {
     if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
@@ -743,12 +933,11 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
     struct transport *t = arg;
     (void)sl;
-    struct tconn *c = calloc(1, sizeof(*c));
+    struct tconn *c = tconn_new(t, CHAN_RESPONDER);
     if (c == NULL) {
         evutil_closesocket(fd);
         return;
     }
-    c->t = t;
     char host[64] = "?";
     uint16_t port = 0;
     if (sa->sa_family == AF_INET) {
@@ -761,7 +950,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     snprintf(c->remote, sizeof(c->remote), "%s:%u", host, port);
     c->bev = listener_wrap(l, fd, true);
     if (c->bev == NULL) {
-        free(c);
+        tconn_free(c);
         return;
     }
     bufferevent_setcb(c->bev, in_read, NULL, in_event, c);
@@ -860,6 +1049,10 @@ struct transport *transport_new(struct event_base *base, const struct transport_
     socklen_t sl;
     if (netaddr_listen(o->listen, &ss, &sl, why, whylen) != 0)
         return NULL;
+    if (o->keyring == NULL || o->keyring->n == 0) {
+        snprintf(why, whylen, "no cluster key to prove to peers");
+        return NULL;
+    }
     struct transport *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         snprintf(why, whylen, "out of memory");
@@ -905,8 +1098,7 @@ void transport_free(struct transport *t)
         struct tpeer *p = t->peers;
         t->peers = p->next;
         if (p->out) {
-            bufferevent_free(p->out->bev);
-            free(p->out);
+            tconn_free(p->out);
             p->out = NULL;
         }
         queue_clear(p);

@@ -2,12 +2,22 @@
  * transport.h - Raft peer connections (port 6821).
  *
  * Each replica dials every peer it knows and sends its messages on that connection; it
- * receives on the connections peers dial to it. Every connection starts with a Handshake
- * frame in both directions (proto/raft.proto): cluster name, protocol version, node id,
- * whether the sender already runs a cluster and with which members, and the address of
- * its client API.
+ * receives on the connections peers dial to it. Every connection first proves the cluster
+ * key both ways (common/chan.h: the dialler is the initiator, the acceptor the responder,
+ * both of role "replica"); then a Handshake frame goes in both directions
+ * (proto/raft.proto): cluster name, protocol version, node id, whether the sender already
+ * runs a cluster and with which members, and the address of its client API.
  *
  * Guarantees:
+ *   - Nothing reaches the Raft core, and nothing of ours is sent, before the peer proved
+ *     that it holds a key of our keyring. The Handshake and every message after it are
+ *     sealed (chan_ev.h): a frame altered, forged, replayed, reordered or dropped on the
+ *     way closes the connection. A peer without a common key, one that cannot prove the
+ *     key it claims, and a frame that does not verify are refused with one log line naming
+ *     the remote address and the reason (rate-limited like every refusal), and counted in
+ *     auth_refused. The acceptor answers a dialler without a common key with a refusal
+ *     hello before it closes, so the dialler's log says "refused by peer: no common cluster
+ *     key (ours: X, theirs: Y)". The handshake time-out covers the key proof too.
  *   - A peer of another cluster, of another protocol version, or claiming an id that does
  *     not fit the address dialled is refused; the refusal is logged once per peer and
  *     address, not on every retry. Garbage (undecodable frames, frames over the size
@@ -56,8 +66,11 @@ struct transport_callbacks {
     void *arg;
 };
 
+struct keyring;
+
 struct transport_options {
     raft_id self;
+    const struct keyring *keyring; /* the cluster key(s); borrowed, outlives the transport */
     const char *cluster_name;
     const char *listen;      /* raft.listen */
     const char *api_address; /* what we announce for our client API */
@@ -106,9 +119,11 @@ struct transport_stats {
     uint64_t received_by_type[RAFT_MSG_TYPE_MAX + 1];
     uint64_t dropped;          /* queue full or peer unknown */
     uint64_t refused;          /* handshakes refused (other cluster, version, id) */
+    uint64_t auth_refused;     /* key proofs failed (no common key, bad proof) or frames
+                                  that did not verify (MAC, sequence): connection closed */
     uint64_t bad_frames;       /* undecodable or oversized */
-    uint64_t bytes_sent;
-    uint64_t bytes_received;
+    uint64_t bytes_sent;       /* message frames, header and seal trailer included */
+    uint64_t bytes_received;   /* every frame, header and seal trailer included */
 };
 void transport_get_stats(const struct transport *t, struct transport_stats *out);
 

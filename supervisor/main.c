@@ -9,6 +9,9 @@
  * worker loads it, so --check-config refuses exactly what start-up would refuse, and a
  * start with such a file stops here, before anything is forked. --hostname makes
  * --check-config judge the file as the replica on another host would.
+ *
+ * `spurctld keygen FILE` writes a new cluster key by exec'ing the worker with --keygen:
+ * the worker is linked with libcrypto, this static program is not and must not be.
  */
 #include "cfg.h"
 #include "log.h"
@@ -22,6 +25,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +35,10 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: spurctld [OPTIONS]\n"
+            "       spurctld keygen FILE [--worker PATH]\n"
             "Run one spurctld replica: supervise the Raft worker (spurctld-raftd) and serve\n"
-            "the health probes /healthz, /livez and /readyz.\n"
+            "the health probes /healthz, /livez and /readyz. keygen writes a new cluster key\n"
+            "(32 random bytes, mode 0600) to FILE, never replacing one, and exits.\n"
             "\n"
             "  -f, --config FILE     configuration file (default %s;\n"
             "                        embedded defaults when that file does not exist)\n"
@@ -88,6 +94,38 @@ static int find_worker(const char *given, char *out, size_t outlen)
     return executable(out) ? 0 : -1;
 }
 
+/*
+ * spurctld keygen FILE [--worker PATH]: exec the worker's --keygen. Returns only on a
+ * failure: 64 usage, 71 no worker or exec failed.
+ */
+static int keygen(int argc, char **argv)
+{
+    const char *file = NULL, *worker = NULL;
+    bool bad = false;
+    for (int i = 2; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--worker") == 0 && i + 1 < argc)
+            worker = argv[++i];
+        else if (argv[i][0] != '-' && file == NULL)
+            file = argv[i];
+        else
+            bad = true;
+    }
+    if (bad || file == NULL || file[0] == '\0') {
+        fprintf(stderr, "Usage: spurctld keygen FILE [--worker PATH]\n");
+        return EXIT_USAGE;
+    }
+    char worker_path[PATH_MAX];
+    if (find_worker(worker, worker_path, sizeof(worker_path)) != 0) {
+        fprintf(stderr, "spurctld: keygen: cannot find an executable worker (%s): %s\n",
+                worker_path, strerror(errno));
+        return EXIT_OSERR;
+    }
+    char *const wargv[] = {(char *)"spurctld-raftd", (char *)"--keygen", (char *)file, NULL};
+    execv(worker_path, wargv);
+    fprintf(stderr, "spurctld: keygen: cannot run %s: %s\n", worker_path, strerror(errno));
+    return EXIT_OSERR;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -104,6 +142,8 @@ int main(int argc, char **argv)
     int check_only = 0;
     int c;
 
+    if (argc >= 2 && strcmp(argv[1], "keygen") == 0)
+        return keygen(argc, argv);
     log_setup(LOG_INFO, "spurctld");
     event_set_log_callback(log_libevent); /* libevent's own messages as our lines */
     opterr = 0;

@@ -1,9 +1,13 @@
 /*
  * test_agents.c - the leader's agent connections (raftd/agents.c) against fake agents: raw
  * listening sockets on free ports of 127.0.0.1 that the test plays by hand, on a real loop.
+ * A fake agent proves the cluster key as spurd does (test_chanpeer.h, responder "agent")
+ * and seals what it sends.
  *
- * Pinned here: the connection comes up and the owner's first request (a Ping) is the
- * first frame, with the protocol version, the cluster name and a fresh id; answers are
+ * Pinned here: the connection comes up only once the agent proved the key, and the
+ * owner's first request (a Ping) is the first frame after the proof, with the protocol
+ * version, the cluster name and a fresh id; an agent with another key never comes up and
+ * is counted; a frame of the agent's with one bit flipped closes its connection; answers are
  * matched to their requests by id (kind, job, attempt and tag come back), an answer to an
  * unknown id is ignored, an Ended push reaches ended(); a closed connection fails what
  * waits, calls down() and is dialled again; an oversized or undecodable frame closes that
@@ -14,6 +18,7 @@
 #include "check_run.h"
 #include "frame.h"
 #include "resolver.h"
+#include "test_chanpeer.h"
 #include "test_ipresolver.h"
 #include "test_loop.h"
 
@@ -87,6 +92,7 @@ static void h_ended(void *arg, const char *node, const Spur__Agent__Ended *e)
 struct fixture {
     struct test_loop l;
     struct resolver *res;
+    struct keyring kr; /* the leader's: outlives a */
     struct agents *a;
     struct seen s;
     char resolv[64];
@@ -97,8 +103,10 @@ static void fixture_start(struct fixture *fx, const struct agents_options *over)
     memset(fx, 0, sizeof(*fx));
     test_loop_init(&fx->l);
     fx->res = test_ipresolver_new(fx->l.base, fx->resolv, sizeof(fx->resolv));
+    test_keyring(&fx->kr, 0x5a);
     struct agents_options o = {.max_frame = MAX_FRAME,
                                .cluster_name = "spur",
+                               .keyring = &fx->kr,
                                .backoff_min_ms = 20,
                                .backoff_max_ms = 50,
                                .seed = 3};
@@ -121,24 +129,41 @@ static void fixture_stop(struct fixture *fx)
     unlink(fx->resolv);
 }
 
-/* One fake agent: its listening socket, the leader's connection to it, a frame reader. */
+/*
+ * One fake agent: its listening socket, the leader's connection to it, a frame reader,
+ * its key (the leader's unless a test says otherwise) and the connection's channel.
+ */
 struct fake {
     int lfd, cfd;
     char addr[64];
     struct frame_reader r;
+    struct keyring kr;
+    struct chan ch;
 };
 
-static void fake_open(struct fake *f)
+static void fake_open_key(struct fake *f, uint8_t key_fill)
 {
     f->lfd = test_listen(f->addr, sizeof(f->addr));
     f->cfd = -1;
+    test_keyring(&f->kr, key_fill);
 }
 
-/* Accept the leader's (next) connection. */
-static void fake_take(struct fixture *fx, struct fake *f)
+static void fake_open(struct fake *f)
+{
+    fake_open_key(f, 0x5a);
+}
+
+/* Accept the leader's (next) connection and answer its key proof: the outcome. */
+static enum chan_rc fake_take_rc(struct fixture *fx, struct fake *f)
 {
     f->cfd = test_accept(&fx->l, f->lfd);
-    frame_reader_init(&f->r, MAX_FRAME);
+    test_chanpeer_reader_init(&f->r, MAX_FRAME);
+    return test_chanpeer_accept(&fx->l, f->cfd, &f->r, &f->ch, &f->kr, "agent");
+}
+
+static void fake_take(struct fixture *fx, struct fake *f)
+{
+    ck_assert_int_eq(fake_take_rc(fx, f), CHAN_OK);
 }
 
 /* Close the connection (the agent goes away; its listener stays). */
@@ -147,6 +172,7 @@ static void fake_drop(struct fake *f)
     close(f->cfd);
     f->cfd = -1;
     frame_reader_free(&f->r);
+    chan_free(&f->ch);
 }
 
 static void fake_close(struct fake *f)
@@ -161,24 +187,30 @@ static Spur__Agent__Msg *fake_recv(struct fixture *fx, struct fake *f)
 {
     const uint8_t *p = NULL;
     size_t len = 0;
-    ck_assert_int_eq(test_recv_frame(&fx->l, f->cfd, &f->r, &p, &len, 3000), 1);
+    ck_assert_int_eq(test_chanpeer_recv(&fx->l, f->cfd, &f->r, &f->ch, &p, &len), 1);
     Spur__Agent__Msg *m = spur__agent__msg__unpack(NULL, len, p);
     ck_assert_ptr_nonnull(m);
     return m;
 }
 
-static void fake_send(int fd, Spur__Agent__Msg *m)
+/* Seal m and send it; flip_at >= 0 flips a bit of that byte of the sealed payload. */
+static void fake_send_flip(struct fake *f, Spur__Agent__Msg *m, long flip_at)
 {
     m->protocol_version = SPUR_AGENT_PROTOCOL;
     m->cluster_name = (char *)"spur";
     size_t n = spur__agent__msg__get_packed_size(m);
     uint8_t *buf = malloc(n ? n : 1);
     spur__agent__msg__pack(m, buf);
-    test_send_frame(fd, buf, n);
+    test_chanpeer_send(&f->ch, f->cfd, buf, n, flip_at);
     free(buf);
 }
 
-static void fake_pong(int fd, uint64_t id)
+static void fake_send(struct fake *f, Spur__Agent__Msg *m)
+{
+    fake_send_flip(f, m, -1);
+}
+
+static void fake_pong(struct fake *f, uint64_t id)
 {
     Spur__Agent__Msg m = SPUR__AGENT__MSG__INIT;
     Spur__Agent__Pong pg = SPUR__AGENT__PONG__INIT;
@@ -186,7 +218,7 @@ static void fake_pong(int fd, uint64_t id)
     m.id = id;
     m.body_case = SPUR__AGENT__MSG__BODY_PONG;
     m.pong = &pg;
-    fake_send(fd, &m);
+    fake_send(f, &m);
 }
 
 static void signal_msg(Spur__Agent__Msg *m, Spur__Agent__Signal *s, uint64_t job)
@@ -220,7 +252,7 @@ START_TEST(test_connect_ping_pong)
     ck_assert_int_eq(m->body_case, SPUR__AGENT__MSG__BODY_PING);
     ck_assert_uint_eq(m->ping->term, 7);
     ck_assert_str_eq(m->ping->node_name, "n1");
-    fake_pong(f.cfd, m->id);
+    fake_pong(&f, m->id);
     spur__agent__msg__free_unpacked(m, NULL);
     ck_assert(test_loop_until(&fx.l, &fx.s.answers, 1, 3000));
     ck_assert_uint_eq(fx.s.failures, 0);
@@ -271,18 +303,18 @@ START_TEST(test_request_ids_matched)
     ans.body_case = SPUR__AGENT__MSG__BODY_SIGNAL_REPLY;
     ans.signal_reply = &sr;
     ans.id = 999999;
-    fake_send(f.cfd, &ans);
+    fake_send(&f, &ans);
     Spur__Agent__Msg push = SPUR__AGENT__MSG__INIT;
     Spur__Agent__Ended e = SPUR__AGENT__ENDED__INIT;
     e.job_id = 41;
     push.body_case = SPUR__AGENT__MSG__BODY_ENDED;
     push.ended = &e;
-    fake_send(f.cfd, &push);
+    fake_send(&f, &push);
     /* Answers in the order asked: the Ping, then the three signals. */
-    fake_pong(f.cfd, ping->id);
+    fake_pong(&f, ping->id);
     for (int i = 0; i < 3; i++) {
         ans.id = got[i];
-        fake_send(f.cfd, &ans);
+        fake_send(&f, &ans);
     }
     ck_assert(test_loop_until(&fx.l, &fx.s.answers, 4, 3000));
     test_loop_run(&fx.l, 50);
@@ -338,7 +370,7 @@ START_TEST(test_reconnect_after_close)
     Spur__Agent__Msg *ping = fake_recv(&fx, &f);
     ck_assert_uint_eq(fx.s.ups, 2);
     ck_assert_int_eq(ping->body_case, SPUR__AGENT__MSG__BODY_PING);
-    fake_pong(f.cfd, ping->id);
+    fake_pong(&f, ping->id);
     spur__agent__msg__free_unpacked(ping, NULL);
     ck_assert(test_loop_until(&fx.l, &fx.s.answers, 2, 3000));
     ck_assert_uint_eq(fx.s.last.tag, 1002);
@@ -353,13 +385,16 @@ START_TEST(test_reconnect_after_close)
 }
 END_TEST
 
-/* n1 sends a bad frame after its Ping: that connection closes, n2's stays up. */
-static void bad_frame_closes_n1(struct fixture *fx, struct fake *f1, const uint8_t *frame,
-                                size_t len, unsigned downs)
+/* n1 is up and its Ping taken: ready for the bad frame the test sends next. */
+static void n1_up(struct fixture *fx, struct fake *f1)
 {
     fake_take(fx, f1);
     spur__agent__msg__free_unpacked(fake_recv(fx, f1), NULL);
-    ck_assert_int_eq(send(f1->cfd, frame, len, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* n1's bad frame closed its connection only: n2's stays up. */
+static void n1_closed(struct fixture *fx, struct fake *f1, unsigned downs)
+{
     ck_assert(test_closed_by_peer(&fx->l, f1->cfd, 3000));
     ck_assert_uint_eq(fx->s.downs, downs);
     ck_assert_str_eq(fx->s.last_down, "n1");
@@ -378,17 +413,19 @@ START_TEST(test_bad_frames_close_one_agent)
     fake_take(&fx, &f2);
     Spur__Agent__Msg *p2 = fake_recv(&fx, &f2);
     ck_assert_int_eq(agents_set(fx.a, "n1", f1.addr), 0);
-    /* A header announcing more than the limit, refused before its payload arrives. */
+    /* A header announcing more than the limit (and the seal), refused before its payload. */
+    n1_up(&fx, &f1);
     uint8_t big[FRAME_HEADER_LEN];
-    frame_put_header(big, MAX_FRAME + 1);
-    bad_frame_closes_n1(&fx, &f1, big, sizeof(big), 1);
-    /* A frame that does not decode. */
-    uint8_t junk[FRAME_HEADER_LEN + 5] = {0};
-    frame_put_header(junk, 5);
-    memset(junk + FRAME_HEADER_LEN, 0xff, 4);
-    junk[FRAME_HEADER_LEN + 4] = 0x0f;
-    bad_frame_closes_n1(&fx, &f1, junk, sizeof(junk), 2);
-    /* A well-formed frame of another cluster. */
+    frame_put_header(big, MAX_FRAME + CHAN_TRAILER_LEN + 1);
+    ck_assert_int_eq(send(f1.cfd, big, sizeof(big), MSG_NOSIGNAL), (ssize_t)sizeof(big));
+    n1_closed(&fx, &f1, 1);
+    /* A sealed frame that does not decode. */
+    n1_up(&fx, &f1);
+    uint8_t junk[5] = {0xff, 0xff, 0xff, 0xff, 0x0f};
+    test_chanpeer_send(&f1.ch, f1.cfd, junk, sizeof(junk), -1);
+    n1_closed(&fx, &f1, 2);
+    /* A well-formed sealed frame of another cluster. */
+    n1_up(&fx, &f1);
     Spur__Agent__Msg other = SPUR__AGENT__MSG__INIT;
     Spur__Agent__Pong pg = SPUR__AGENT__PONG__INIT;
     other.body_case = SPUR__AGENT__MSG__BODY_PONG;
@@ -396,24 +433,63 @@ START_TEST(test_bad_frames_close_one_agent)
     other.id = 1;
     other.protocol_version = SPUR_AGENT_PROTOCOL;
     other.cluster_name = (char *)"elsewhere";
-    uint8_t buf[256];
-    size_t n = spur__agent__msg__get_packed_size(&other);
-    ck_assert_uint_le(n + FRAME_HEADER_LEN, sizeof(buf));
-    frame_put_header(buf, (uint32_t)n);
-    spur__agent__msg__pack(&other, buf + FRAME_HEADER_LEN);
-    bad_frame_closes_n1(&fx, &f1, buf, n + FRAME_HEADER_LEN, 3);
+    test_chanpeer_send_message(&f1.ch, f1.cfd, &other.base);
+    n1_closed(&fx, &f1, 3);
+    /* A Pong with one bit of its tag flipped: it does not verify. */
+    n1_up(&fx, &f1);
+    Spur__Agent__Msg pong = SPUR__AGENT__MSG__INIT;
+    pong.body_case = SPUR__AGENT__MSG__BODY_PONG;
+    pong.pong = &pg;
+    pong.id = 1;
+    fake_send_flip(&f1, &pong, (long)spur__agent__msg__get_packed_size(&pong) + 10);
+    n1_closed(&fx, &f1, 4);
     /* n2 never noticed: its Ping is answered on the same connection. */
-    fake_pong(f2.cfd, p2->id);
+    fake_pong(&f2, p2->id);
     spur__agent__msg__free_unpacked(p2, NULL);
-    ck_assert(test_loop_until(&fx.l, &fx.s.answers, 4, 3000)); /* n1's 3 failed Pings + n2's */
-    ck_assert_uint_eq(fx.s.failures, 3);
-    ck_assert_uint_eq(fx.s.answer_tags[3], 1001);
+    ck_assert(test_loop_until(&fx.l, &fx.s.answers, 5, 3000)); /* n1's 4 failed Pings + n2's */
+    ck_assert_uint_eq(fx.s.failures, 4);
+    ck_assert_uint_eq(fx.s.answer_tags[4], 1001);
     struct agents_stats st;
     agents_get_stats(fx.a, &st);
     ck_assert_uint_eq(st.bad_frames, 3);
+    ck_assert_uint_eq(st.auth_refused, 1);
     ck_assert_uint_eq(st.connected, 1);
     fake_close(&f1);
     fake_close(&f2);
+    fixture_stop(&fx);
+}
+END_TEST
+
+/*
+ * An agent holding another cluster key refuses the leader's hello: never up(), no Ping
+ * sent, the dial retried with back-off and each refusal counted.
+ */
+START_TEST(test_other_key_never_up)
+{
+    struct fixture fx;
+    fixture_start(&fx, NULL);
+    struct fake f;
+    fake_open_key(&f, 0x77);
+    ck_assert_int_eq(agents_set(fx.a, "n1", f.addr), 0);
+    ck_assert_int_eq(fake_take_rc(&fx, &f), CHAN_NO_COMMON_KEY);
+    ck_assert(test_closed_by_peer(&fx.l, f.cfd, 3000));
+    fake_drop(&f);
+    /* It dials again (back-off 20..50 ms here) and is refused again. */
+    ck_assert_int_eq(fake_take_rc(&fx, &f), CHAN_NO_COMMON_KEY);
+    ck_assert(test_closed_by_peer(&fx.l, f.cfd, 3000));
+    fake_drop(&f);
+    test_loop_run(&fx.l, 20);
+    ck_assert_uint_eq(fx.s.ups, 0);
+    ck_assert(!agents_is_up(fx.a, "n1"));
+    struct agents_stats st;
+    agents_get_stats(fx.a, &st);
+    ck_assert_uint_ge(st.auth_refused, 2);
+    ck_assert_uint_eq(st.connects, 0);
+    Spur__Agent__Msg m;
+    Spur__Agent__Signal s;
+    signal_msg(&m, &s, 1);
+    ck_assert_int_eq(agents_request(fx.a, "n1", &m, 1, 1, 0, NULL), -1);
+    fake_close(&f);
     fixture_stop(&fx);
 }
 END_TEST
@@ -490,7 +566,8 @@ static Suite *agents_suite(void)
         check_case(s, "loopback",
                    (const TTest *[]){test_connect_ping_pong, test_request_ids_matched,
                                      test_reconnect_after_close, test_bad_frames_close_one_agent,
-                                     test_send_bounds, test_unanswered_request_times_out, NULL});
+                                     test_other_key_never_up, test_send_bounds,
+                                     test_unanswered_request_times_out, NULL});
     tcase_set_timeout(tc, 30);
     return s;
 }
