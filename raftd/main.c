@@ -283,7 +283,8 @@ int main(int argc, char **argv)
                            .interval_ms = w.cfg.supervisor.heartbeat_ms};
     pthread_t kat;
     bool ka_running = pthread_create(&kat, NULL, keepalive_thread, &ka) == 0;
-    rc = replica_open(w.base, &w.cfg, w.node_id, &w.sw, &w.node, why, sizeof(why));
+    rc = replica_open(w.base, &w.cfg, w.node_id, &w.sw, &(struct replica_options){0}, &w.node, why,
+                      sizeof(why));
     if (ka_running) {
         ka.stop = 1;
         pthread_join(kat, NULL);

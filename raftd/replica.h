@@ -14,14 +14,24 @@
 #include <stdint.h>
 
 struct replica;
+struct keyring;
+
+/* What the worker's main gives the replica beside the configuration. */
+struct replica_options {
+    /* The cluster key(s) (auth.key_file, auth.next_key_file), loaded by main before
+     * anything binds: the peers, the forwarder and the agent connections prove them.
+     * Borrowed; outlives the replica. */
+    const struct keyring *keyring;
+};
 
 /*
  * Open the state in cfg->controller.state_dir (already locked), recover, start listening.
  * Returns 0 with *out, or an exit code (65 corrupt state, 71 OS failure, 78 configuration)
- * with why set. cfg, sw and base are borrowed for the replica's life.
+ * with why set. cfg, o's keyring, sw and base are borrowed for the replica's life.
  */
 int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_id,
-                 struct statusw *sw, struct replica **out, char *why, size_t whylen);
+                 struct statusw *sw, const struct replica_options *o, struct replica **out,
+                 char *why, size_t whylen);
 
 /*
  * Begin a graceful stop: report STOPPING, hand leadership to the most up-to-date voter
