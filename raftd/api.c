@@ -332,7 +332,10 @@ int api_check_request(const Spur__Api__Request *req, char *msg, size_t msglen)
 
 static void on_read(struct bufferevent *bev, void *arg);
 
-/* A refused credential: counted, and logged (rate-limited) with why; never told the client. */
+/*
+ * A refused credential: counted, and logged with why (never told the client), at most
+ * once per RL_INTERVAL_MS per remote; suppressed= counts the lines left out before it.
+ */
 static void auth_failed(struct aconn *c, enum auth_method m, enum auth_fail f, const char *why)
 {
     struct api_server *s = c->srv;
@@ -340,9 +343,9 @@ static void auth_failed(struct aconn *c, enum auth_method m, enum auth_fail f, c
     unsigned sup = 0;
     if (!rl_allow(s, c->peer, &sup))
         return;
-    log_event(LOG_INFO, "api", "authentication failed", "peer=%s method=%s reason=%s why=%s%s",
-              log_q(c->peer), auth_method_name(m), auth_fail_name(f), log_q(why),
-              sup ? " (more from this peer were not logged)" : "");
+    log_event(LOG_INFO, "api", "authentication failed",
+              "peer=%s method=%s reason=%s why=%s suppressed=%u", log_q(c->peer),
+              auth_method_name(m), auth_fail_name(f), log_q(why), sup);
 }
 
 /* A cluster member whose handshake or frame failed: counted and logged (rate-limited). */
