@@ -15,7 +15,8 @@
  *   key     = the first key in I's list that R holds (keyring.h); none: R refuses,
  *             "no common cluster key (ours: ID, theirs: ID)", on both sides' logs
  *   T       = transcript: "spur-chan-1" | cluster | role_i | role_r | key_id | nonce_i |
- *             nonce_r, each field length-prefixed
+ *             nonce_r | key ids of I | key ids of R, each field length-prefixed (chan.c),
+ *             so a hello altered in any field, the key lists included, fails the proofs
  *   proof_r = HMAC-SHA-256(key, "responder" | T),  proof_i = HMAC-SHA-256(key, "initiator" | T)
  *   k_ir, k_ri = HKDF-SHA-256(key, salt = nonce_i | nonce_r, info = "spur-chan-1 i->r" | T
  *             and "spur-chan-1 r->i" | T), 32 bytes each: one key per direction, so a

@@ -37,7 +37,11 @@ enum token_rc {
 };
 const char *token_rc_name(enum token_rc rc);
 
-/* A token for user, valid from now for lifespan_s seconds; *out malloc'd. */
+/*
+ * A token for user, valid from now for lifespan_s seconds; *out malloc'd (free()).
+ * TOKEN_MALFORMED for a user name that is empty, over 63 bytes or holds anything but
+ * printable ASCII without spaces, or a lifespan of 0.
+ */
 enum token_rc token_issue(const struct keyring *kr, const char *user, uint64_t now_s,
                           uint32_t lifespan_s, char **out);
 
@@ -46,6 +50,10 @@ struct token_claims {
     uint64_t issued_s, expires_s;
     char key_id[2 * CLUSTERKEY_ID_LEN + 1];
 };
+/*
+ * Check token (a C string). TOKEN_OK fills claims; so does TOKEN_EXPIRED (the signature
+ * verified, so the user is worth a log line); any other rc leaves claims zeroed.
+ */
 enum token_rc token_verify(const struct keyring *kr, const char *token, uint64_t now_s,
                            struct token_claims *claims);
 

@@ -5,8 +5,11 @@
 # Runs apt-get as root (directly, or through sudo when not root).
 set -eu
 
+# libssl-dev: OpenSSL 3's libcrypto (cluster-key channels); libjwt-dev: tokens (it brings
+# libjansson-dev, which reads their claims); libmunge-dev and the munge daemon: MUNGE
+# credentials of users (the daemon is needed at run time wherever users authenticate).
 BUILD_PKGS="gcc pkg-config meson ninja-build libevent-dev libprotobuf-c-dev protobuf-c-compiler
-libpq-dev libyaml-dev"
+libpq-dev libyaml-dev libssl-dev libjwt-dev libjansson-dev libmunge-dev munge"
 TEST_PKGS="check python3 python3-pytest python3-yaml postgresql wrk mandoc clang
 libclang-rt-14-dev util-linux iproute2 procps systemd shellcheck
 podman runc netavark aardvark-dns iptables debootstrap"
