@@ -689,8 +689,7 @@ static void on_read(struct bufferevent *bev, void *arg)
         size_t len = 0;
         enum chan_rc crc = CHAN_OK;
         int st = c->ch && chan_established(c->ch)
-                     ? chan_ev_take(c->ch, in, (size_t)c->srv->opt.max_frame + CHAN_TRAILER_LEN,
-                                    &body, &len, &crc)
+                     ? chan_ev_take(c->ch, in, c->srv->opt.max_frame, &body, &len, &crc)
                      : (int)frame_ev_take(in, c->srv->opt.max_frame, &body, &len);
         if (st == FRAME_NEED_MORE)
             break;
