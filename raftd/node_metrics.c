@@ -151,6 +151,16 @@ static void render(const struct node_metrics *m, struct buf *b)
     counter(b, "spur_api_bad_frames_total", "Undecodable or oversized client frames.",
             (double)as.bad_frames);
     gauge(b, "spur_api_connections", "Open client connections.", (double)as.connections);
+    family(b, "spur_api_auth_total", "counter",
+           "Client API connections authenticated, by method (member: the cluster key).");
+    for (int i = 0; i < AUTH_NMETHODS; i++)
+        buf_printf(b, "spur_api_auth_total{method=\"%s\"} %llu\n", auth_method_name(i),
+                   (unsigned long long)as.auth_ok[i]);
+    family(b, "spur_api_auth_failures_total", "counter",
+           "Credentials and cluster members refused on the client API, by reason.");
+    for (int i = 0; i < AUTH_NFAILS; i++)
+        buf_printf(b, "spur_api_auth_failures_total{reason=\"%s\"} %llu\n", auth_fail_name(i),
+                   (unsigned long long)as.auth_failures[i]);
     counter(b, "spur_api_forwarded_total", "Writes forwarded to the leader.",
             (double)qs.forwarded);
     counter(b, "spur_api_proposals_total", "Client writes proposed by this replica as leader.",

@@ -110,10 +110,20 @@ int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_i
         .max_frame = cfg->controller.max_frame_bytes,
         .cluster_name = cfg->cluster_name,
         .node_id = node_id,
+        .socket_path = cfg->controller.socket,
+        .auth = {.admin_users = (const char *const *)cfg->controller.admin_users,
+                 .nadmin_users = cfg->controller.nadmin_users,
+                 .admin_group = cfg->controller.admin_group,
+                 .munge = cfg->auth.munge,
+                 .munge_socket = cfg->auth.munge_socket,
+                 .token_lifespan_s = cfg->auth.token_lifespan_s,
+                 .max_token_lifespan_s = cfg->auth.max_token_lifespan_s,
+                 .kr = o->keyring},
     };
-    r->api = api_new(base, &ao, node_api_dispatch, r->reqs, why, whylen);
-    if (r->api == NULL)
+    code = api_open(base, &ao, node_api_dispatch, r->reqs, &r->api, why, whylen);
+    if (code != 0)
         goto fail;
+    code = EXIT_OSERR;
     r->metrics_view = (struct node_metrics){
         .node = r->node, .reqs = r->reqs, .api = r->api, .jobs = r->jobs};
     if (cfg->metrics.enabled) {
