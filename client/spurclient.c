@@ -412,12 +412,13 @@ static int read_some(struct spurclient *c, uint64_t deadline)
 }
 
 /*
- * Send one frame: payload, sealed with the channel's trailer when the connection has
- * one. Returns 0, or -1 with errno set.
+ * Send one frame: payload, sealed with the channel's trailer when seal and the
+ * connection has an established channel. Returns 0, or -1 with errno set.
  */
-static int send_frame(struct spurclient *c, const uint8_t *payload, size_t n, uint64_t deadline)
+static int send_frame(struct spurclient *c, const uint8_t *payload, size_t n, bool seal,
+                      uint64_t deadline)
 {
-    bool seal = c->ch_live && chan_established(&c->ch);
+    seal = seal && c->ch_live && chan_established(&c->ch);
     size_t total = n + (seal ? CHAN_TRAILER_LEN : 0);
     uint8_t *buf = malloc(FRAME_HEADER_LEN + total);
     if (buf == NULL) {
@@ -496,7 +497,7 @@ static int handshake(struct spurclient *c, uint64_t deadline, char *err, size_t 
         snprintf(err, errlen, "%s: cluster key handshake: %s", c->fd_target, chan_why(&c->ch));
         return -2;
     }
-    int st = send_frame(c, out, outlen, deadline);
+    int st = send_frame(c, out, outlen, false, deadline);
     free(out);
     out = NULL;
     if (st != 0) {
@@ -516,7 +517,8 @@ static int handshake(struct spurclient *c, uint64_t deadline, char *err, size_t 
         /* Not a handshake answer at all (a replica without cluster keys?): another may. */
         return rc == CHAN_BAD_FRAME ? -1 : -2;
     }
-    st = send_frame(c, out, outlen, deadline); /* the proof: sent as it is, not sealed */
+    /* The proof goes as it is: the channel is established on our side, not yet on theirs. */
+    st = send_frame(c, out, outlen, false, deadline);
     free(out);
     if (st != 0) {
         snprintf(err, errlen, "%s: send: %s", c->fd_target, strerror(errno));
@@ -633,7 +635,7 @@ static int exchange(struct spurclient *c, spurclient_request *req, uint64_t dead
         snprintf(err, errlen, "out of memory");
         return -2;
     }
-    int rc = send_frame(c, buf, n, deadline);
+    int rc = send_frame(c, buf, n, true, deadline);
     int e = errno;
     OPENSSL_cleanse(buf, n);
     free(buf);
