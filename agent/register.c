@@ -23,9 +23,16 @@ struct registrar {
 };
 
 struct registrar *register_new(const char *env, const char *const *cfg_hosts, size_t ncfg,
-                               const char *cluster_name, uint32_t max_frame, char *err,
-                               size_t errlen)
+                               const char *cluster_name, const struct keyring *kr,
+                               uint32_t max_frame, char *err, size_t errlen)
 {
+    if (kr == NULL || kr->n == 0 || cluster_name == NULL || cluster_name[0] == '\0') {
+        /* The handshake proves a key of the named cluster: without either, nothing would. */
+        snprintf(err, errlen, "register: %s",
+                 kr == NULL || kr->n == 0 ? "no cluster key loaded (auth.key_file)"
+                                          : "no cluster_name configured");
+        return NULL;
+    }
     struct registrar *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         snprintf(err, errlen, "register: out of memory");
@@ -51,6 +58,8 @@ struct registrar *register_new(const char *env, const char *const *cfg_hosts, si
         .timeout_ms = REGISTER_TIMEOUT_MS,
         .max_frame = max_frame,
         .user = "spurd",
+        .keyring = kr,
+        .role = "agent",
     };
     r->client = spurclient_new(&o);
     if (r->client == NULL) {

@@ -15,8 +15,15 @@
  * from_agent = true is what lets a node that went DOWN for not responding come back: the
  * controller clears the flag it set then, never an operator's "down".
  *
- * Ownership: struct registrar owns its spurclient and its copies of the hosts; the
- * strings in struct register_node are the caller's.
+ * Authentication: every connection to the client API proves the cluster key first
+ * (chan.h's handshake, spurd the initiator in role "agent", the replica the responder in
+ * role "controller") and seals every frame after it (spurclient.h, cluster-key mode); a
+ * replica then acts on the registration as the member "spur:agent". A replica that holds
+ * no common key refuses the handshake, and the failure says so ("no common cluster key").
+ *
+ * Ownership: struct registrar owns its spurclient and its copies of the hosts; it
+ * borrows the keyring, which must outlive it; the strings in struct register_node are
+ * the caller's.
  */
 #ifndef SPUR_REGISTER_H
 #define SPUR_REGISTER_H
@@ -35,13 +42,16 @@ struct register_node {
 
 struct registrar;
 
+struct keyring;
+
 /*
  * hosts: the comma list of SPUR_CONTROLLER when env is set and not empty, else cfg_hosts.
- * Returns NULL with err (no host at all, out of memory).
+ * kr: the cluster keys spurd loaded (auth.key_file, auth.next_key_file); borrowed.
+ * Returns NULL with err (no host at all, no keyring or cluster name, out of memory).
  */
 struct registrar *register_new(const char *env, const char *const *cfg_hosts, size_t ncfg,
-                               const char *cluster_name, uint32_t max_frame, char *err,
-                               size_t errlen);
+                               const char *cluster_name, const struct keyring *kr,
+                               uint32_t max_frame, char *err, size_t errlen);
 void register_free(struct registrar *r);
 
 /* One registration, within timeout_ms. Returns 0 (OK), or -1 with err. */

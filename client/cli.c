@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_error(const struct cli *c, const char *fmt, ...)
 {
@@ -57,6 +58,27 @@ int cli_option_shared(const struct cli *c, int opt, char **argv, const char *hel
     return 1;
 }
 
+/* A variable of the environment, NULL when unset or empty. */
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* The local socket of the configuration when it is there: "unix:PATH", malloc'd; or NULL. */
+static char *local_socket_host(const struct cfg *cfg)
+{
+    const char *path = cfg->controller.socket;
+    struct stat st;
+    if (path == NULL || path[0] != '/' || stat(path, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return NULL;
+    size_t n = strlen(path) + sizeof("unix:");
+    char *h = malloc(n);
+    if (h != NULL)
+        snprintf(h, n, "unix:%s", path);
+    return h;
+}
+
 int cli_init(struct cli *c, const char *prog)
 {
     struct cfg_error err;
@@ -71,7 +93,11 @@ int cli_init(struct cli *c, const char *prog)
     if (env != NULL && env[0] != '\0') {
         c->hosts = spurclient_hosts_parse(env, &c->nhosts);
     } else {
-        c->hosts = calloc(c->cfg.controller.nhosts + 1, sizeof(char *));
+        /* The local socket first: there the kernel says who we are, no credential needed. */
+        c->hosts = calloc(c->cfg.controller.nhosts + 2, sizeof(char *));
+        char *local = c->hosts ? local_socket_host(&c->cfg) : NULL;
+        if (local != NULL)
+            c->hosts[c->nhosts++] = local;
         for (size_t i = 0; c->hosts && i < c->cfg.controller.nhosts; i++)
             c->hosts[c->nhosts++] = strdup(c->cfg.controller.hosts[i]);
     }
@@ -96,12 +122,19 @@ int cli_init(struct cli *c, const char *prog)
     if (t != NULL && atoi(t) > 0)
         timeout = (uint32_t)atoi(t);
     c->timeout_ms = timeout;
+    const char *munge_socket = env_nonempty("SPUR_MUNGE_SOCKET");
+    if (munge_socket == NULL)
+        munge_socket = c->cfg.auth.munge_socket;
     struct spurclient_options o = {
         .hosts = (const char *const *)c->hosts,
         .nhosts = c->nhosts,
         .cluster_name = c->cluster_name,
         .timeout_ms = timeout,
         .max_frame = c->cfg.controller.max_frame_bytes,
+        .token = env_nonempty("SPUR_JWT"),
+        .munge = c->cfg.auth.munge == NULL || strcmp(c->cfg.auth.munge, "off") != 0,
+        .munge_socket = munge_socket,
+        .local_socket = c->cfg.controller.socket,
     };
     c->client = spurclient_new(&o);
     if (c->client == NULL) {
@@ -142,14 +175,41 @@ const char *cli_code_name(int code)
         return "too large";
     case SPUR__API__CODE__CODE_BUSY:
         return "busy";
+    case SPUR__API__CODE__CODE_UNAUTHENTICATED:
+        return "not authenticated";
+    case SPUR__API__CODE__CODE_DENIED:
+        return CLI_MSG_DENIED;
     default:
         return "unknown error";
     }
 }
 
+bool cli_unauthenticated(const struct cli *c, spurclient_response *r)
+{
+    if (r == NULL || r->code != SPUR__API__CODE__CODE_UNAUTHENTICATED)
+        return false;
+    spurclient_response_free(r);
+    cli_error(c, "not authenticated");
+    if (getenv("SPUR_JWT") != NULL && getenv("SPUR_JWT")[0] != '\0') {
+        fprintf(stderr,
+                "%s: hint: the token in SPUR_JWT was refused (expired, or of another "
+                "cluster); get a new one with: export $(scontrol token)\n",
+                c->prog);
+    } else {
+        const char *sock = c->cfg_loaded ? c->cfg.controller.socket : NULL;
+        fprintf(stderr,
+                "%s: hint: run it on a controller host (local socket %s), start munged "
+                "here, or set SPUR_JWT: export $(scontrol token)\n",
+                c->prog, sock && sock[0] ? sock : "controller.socket");
+    }
+    return true;
+}
+
 void cli_response_error(const struct cli *c, const spurclient_response *r, const char *what)
 {
     const char *msg = r->error && r->error[0] ? r->error : cli_code_name(r->code);
+    if (r->code == SPUR__API__CODE__CODE_DENIED)
+        msg = CLI_MSG_DENIED; /* Slurm's words, whatever else the replica said */
     if (r->code == SPUR__API__CODE__CODE_REFUSED && c->cluster_name != NULL &&
         r->cluster_name != NULL && strcmp(r->cluster_name, c->cluster_name) != 0)
         /* Say where the wrong name came from: that is what the person has to change. */
@@ -164,12 +224,14 @@ void cli_response_error(const struct cli *c, const spurclient_response *r, const
 
 spurclient_response *cli_call_any(struct cli *c, spurclient_request *req, bool write)
 {
-    char err[512];
+    char err[1100];
     spurclient_response *r = NULL;
     if (spurclient_call(c->client, req, write, &r, err, sizeof(err)) != 0) {
         cli_error(c, "%s", err);
         return NULL;
     }
+    if (cli_unauthenticated(c, r))
+        return NULL;
     return r;
 }
 
@@ -244,7 +306,7 @@ spurclient_response *cli_read_any(struct cli *c, spurclient_request *req)
 
 static spurclient_response *read_one(struct cli *c, spurclient_request *req)
 {
-    char err[512];
+    char err[1100];
     spurclient_response *r = NULL;
     /*
      * Wait for a leader about as long as an election or two takes, not the whole call
@@ -261,6 +323,8 @@ static spurclient_response *read_one(struct cli *c, spurclient_request *req)
         cli_error(c, "%s", err);
         return NULL;
     }
+    if (cli_unauthenticated(c, r))
+        return NULL;
     if (r->code == SPUR__API__CODE__CODE_UNAVAILABLE) {
         /* No leader: show what this replica has, and say that it may be behind. */
         spurclient_response_free(r);
@@ -270,6 +334,8 @@ static spurclient_response *read_one(struct cli *c, spurclient_request *req)
             cli_error(c, "%s", err);
             return NULL;
         }
+        if (cli_unauthenticated(c, r))
+            return NULL;
     }
     if (r->code == SPUR__API__CODE__CODE_OK && r->stale && !c->stale_warned) {
         c->stale_warned = true;

@@ -5,6 +5,14 @@
  * Error lines read "PROG: error: what went wrong" on stderr, one line. Like Slurm's
  * commands, these exit 1 on any error and 0 on success, except where a man page says
  * otherwise (scontrol ping).
+ *
+ * Authentication (spurclient.h): on the local socket nothing is sent; over TCP the first
+ * request of a connection carries SPUR_JWT when set, else a MUNGE credential (munged's
+ * socket: SPUR_MUNGE_SOCKET, else auth.munge_socket, else libmunge's default; none
+ * when auth.munge is "off"). Every UNAUTHENTICATED answer, whatever the command, prints
+ * "PROG: error: not authenticated" and a hint line on how to get a credential, and the
+ * command exits 1. A DENIED answer reads "Access/permission denied" in the words of the
+ * command's Slurm counterpart (cli_response_error(), and the commands' own lines).
  */
 #ifndef SPUR_CLI_H
 #define SPUR_CLI_H
@@ -15,6 +23,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+/* slurm_strerror(ESLURM_ACCESS_DENIED), what a DENIED answer prints. */
+#define CLI_MSG_DENIED "Access/permission denied"
 
 struct cli {
     const char *prog; /* the command name used in messages */
@@ -40,11 +51,12 @@ struct cli {
 /*
  * Load the configuration and connect lazily. Returns 0 or prints an error and returns 1.
  *
- * Where the commands look, in order: SPUR_CONTROLLER (a comma list of host:port), else
- * controller.hosts of the configuration (SPUR_CONFIG, else the default path, else the
- * embedded defaults: localhost:6817). The cluster name: SPUR_CLUSTER, else cluster_name
- * of a configuration file; with neither (no file, only an address), the name the first
- * replica answers with. A replica refuses a name that is not its own.
+ * Where the commands look, in order: SPUR_CONTROLLER (a comma list of host:port,
+ * unix:/path or /path), else the local socket controller.socket when that path exists
+ * and is a socket, followed by controller.hosts of the configuration (SPUR_CONFIG, else
+ * the default path, else the embedded defaults: localhost:6817). The cluster name: SPUR_CLUSTER,
+ * else cluster_name of a configuration file; with neither (no file, only an address), the name the
+ * first replica answers with. A replica refuses a name that is not its own.
  */
 int cli_init(struct cli *c, const char *prog);
 void cli_fini(struct cli *c);
@@ -75,6 +87,11 @@ int cli_option_shared(const struct cli *c, int opt, char **argv, const char *hel
 /* Print "PROG: error: ..." to stderr. */
 void cli_error(const struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
+ * The answer is UNAUTHENTICATED: print "PROG: error: not authenticated" and the hint
+ * line, free r, and return true. Otherwise return false and leave r alone.
+ */
+bool cli_unauthenticated(const struct cli *c, spurclient_response *r);
+/*
  * Send req; on a transport failure or an error code print one line and return NULL.
  * A successful response is returned for the caller to free with spurclient_response_free().
  */
@@ -87,7 +104,8 @@ spurclient_response *cli_read(struct cli *c, spurclient_request *req);
 /*
  * Like cli_call() and cli_read(), but an answer with an error code is returned too, for
  * commands that word some errors the way Slurm does ("Invalid job id specified"). Only
- * a failure to get any answer prints a line and returns NULL.
+ * a failure to get any answer, or an UNAUTHENTICATED one (cli_unauthenticated()),
+ * prints and returns NULL.
  *
  * A read waits for a leader at most about three election timeouts (bounded by the call
  * timeout) before it falls back to the local, possibly stale, answer.

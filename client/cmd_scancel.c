@@ -13,6 +13,9 @@
  * SignalJobRequest per job id, each failure in Slurm's words, the exit status as above.
  * A signal goes to named jobs only; with filters it is refused (the filters are resolved
  * on the controller for a cancel, and signalling has no such request yet).
+ *
+ * A job of another user (DENIED) reads as Slurm's scancel says it: "Kill job error on
+ * job id 42: Access/permission denied", exit status 1.
  */
 #include "cli.h"
 #include "job_filter.h"
@@ -109,6 +112,9 @@ static int signal_by_id(struct cli *c, const uint64_t *ids, size_t n, int sig, b
         if (r->code == CODE(NOT_FOUND)) {
             kill_error(c, ids[i], MSG_NOT_FOUND);
             failed = 1;
+        } else if (r->code == CODE(DENIED)) {
+            kill_error(c, ids[i], CLI_MSG_DENIED);
+            failed = 1;
         } else if (r->code == CODE(CONFLICT)) {
             /* Not running: pending, or already over (the controller's line says which). */
             bool pending = r->error != NULL && strstr(r->error, "pending") != NULL;
@@ -141,6 +147,9 @@ static int cancel_by_id(struct cli *c, const uint64_t *ids, size_t n, bool quiet
             return 1; /* no replica answers: the others would fail the same way */
         if (r->code == CODE(NOT_FOUND)) {
             kill_error(c, ids[i], MSG_NOT_FOUND);
+            failed = 1;
+        } else if (r->code == CODE(DENIED)) {
+            kill_error(c, ids[i], CLI_MSG_DENIED); /* Slurm: a job of another user */
             failed = 1;
         } else if (r->code == CODE(CONFLICT)) {
             if (!quiet) {

@@ -11,6 +11,7 @@
  *   scontrol hold|release JOBID...         (scontrol.c)
  *   scontrol update NodeName=N State=S [Reason=R]       (scontrol.c)
  *   scontrol create node NodeName=N CPUs=C RealMemory=M [Features=a,b] [NodeAddr=H]
+ *   scontrol token [lifespan=SECONDS] [username=NAME]   (scontrol.c)
  * Every form takes --json for machine-readable output.
  */
 #include "cli.h"
@@ -34,9 +35,12 @@ static void usage(FILE *out)
           "  hold JOBID...  release JOBID...\n"
           "  update NodeName=NAMES State=DRAIN|RESUME|DOWN|IDLE [Reason=TEXT]\n"
           "  create node NodeName=NAME CPUs=N RealMemory=MB [Features=A,B] [NodeAddr=HOST]\n"
+          "  token [lifespan=SECONDS] [username=NAME]\n"
+          "                                print SPUR_JWT=TOKEN (export $(scontrol token))\n"
           "  version\n"
-          "Environment: SPUR_CONTROLLER=host:port[,host:port...], SPUR_CLUSTER, "
-          "SPUR_CONFIG, SPUR_TIMEOUT_MS.\n",
+          "Environment: SPUR_CONTROLLER=host:port|unix:/path[,...], SPUR_CLUSTER, "
+          "SPUR_CONFIG,\n"
+          "  SPUR_TIMEOUT_MS, SPUR_JWT, SPUR_MUNGE_SOCKET.\n",
           out);
 }
 
@@ -312,6 +316,8 @@ int cmd_scontrol(struct cli *c, int argc, char **argv)
         return scontrol_update(c, rest - 1, rv + 1);
     if (strcmp(cmd, "create") == 0)
         return scontrol_create(c, rest - 1, rv + 1);
+    if (strcmp(cmd, "token") == 0)
+        return scontrol_token(c, rest - 1, rv + 1);
     cli_error(c, "unknown command \"%s\"", cmd);
     usage(stderr);
     return 1;

@@ -16,6 +16,7 @@
 #include "strv.h"
 #include "util.h"
 
+#include <errno.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +284,8 @@ static int job_action_one(struct cli *c, bool hold, uint64_t id, struct json *j)
     const char *why = NULL;
     if (r->code == CODE(NOT_FOUND))
         why = "Invalid job id specified";
+    else if (r->code == CODE(DENIED))
+        why = CLI_MSG_DENIED; /* Slurm: "Access/permission denied for job 42" */
     else if (r->code == CODE(CONFLICT))
         why = "Job is no longer pending execution"; /* Slurm's words; r->error repeats the id */
     else if (r->code != CODE(OK))
@@ -419,6 +422,12 @@ int scontrol_update(struct cli *c, int argc, char **argv)
         if (r->code == CODE(NOT_FOUND)) {
             cli_error(c, "slurm_update error: Invalid node name specified: %s", names[i]);
             failed = 1;
+        } else if (r->code == CODE(DENIED)) {
+            /* Slurm's slurm_perror("slurm_update error"); the other nodes would say the same. */
+            cli_error(c, "slurm_update error: %s", CLI_MSG_DENIED);
+            spurclient_response_free(r);
+            failed = 1;
+            break;
         } else if (r->code != CODE(OK)) {
             char what[300];
             snprintf(what, sizeof(what), "slurm_update error on node %s", names[i]);
@@ -430,4 +439,62 @@ int scontrol_update(struct cli *c, int argc, char **argv)
     strv_free(names, nnames);
     scontrol_args_update_free(&u);
     return failed;
+}
+
+/* lifespan=SECONDS: 1 to 2^32-1. Returns 0, or -1. */
+static int parse_lifespan(const char *v, uint32_t *out)
+{
+    char *end;
+    if (v[0] < '0' || v[0] > '9')
+        return -1;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n == 0 || n > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)n;
+    return 0;
+}
+
+int scontrol_token(struct cli *c, int argc, char **argv)
+{
+    Spur__Api__Request req = SPUR__API__REQUEST__INIT;
+    Spur__Api__TokenRequest tr = SPUR__API__TOKEN_REQUEST__INIT;
+    for (int i = 0; i < argc; i++) {
+        if (strncasecmp(argv[i], "lifespan=", 9) == 0) {
+            if (parse_lifespan(argv[i] + 9, &tr.lifespan_s) != 0) {
+                cli_error(c, "Invalid lifespan: `%s` (seconds, 1 or more)", argv[i] + 9);
+                return 1;
+            }
+        } else if (strncasecmp(argv[i], "username=", 9) == 0 && argv[i][9] != '\0') {
+            tr.username = argv[i] + 9;
+        } else {
+            cli_error(c, "Invalid option: `%s`", argv[i]); /* Slurm's words */
+            return 1;
+        }
+    }
+    req.op_case = SPUR__API__REQUEST__OP_TOKEN;
+    req.token = &tr;
+    spurclient_response *r = cli_call(c, &req, false);
+    if (r == NULL)
+        return 1;
+    if (r->result_case != SPUR__API__RESPONSE__RESULT_TOKEN || r->token == NULL ||
+        r->token->token == NULL || r->token->token[0] == '\0') {
+        cli_error(c, "Error fetching token: the answer carries none");
+        spurclient_response_free(r);
+        return 1;
+    }
+    if (c->json) {
+        struct json j;
+        json_init(&j, stdout);
+        json_obj_begin(&j);
+        json_kstr(&j, "token", r->token->token);
+        json_kstr(&j, "user", r->token->user ? r->token->user : "");
+        json_ku64(&j, "expires", r->token->expires_s);
+        json_obj_end(&j);
+        json_end(&j);
+    } else {
+        printf("SPUR_JWT=%s\n", r->token->token);
+    }
+    spurclient_response_free(r);
+    return 0;
 }

@@ -18,6 +18,32 @@
  *     answers without the name, and from then on names the cluster that answer carried,
  *     on every connection: a replica of another cluster later in the host list is still
  *     refused. A Ping call itself goes out without the name and its answer teaches it.
+ *   - Hosts: "host:port", "[v6]:port", or a Unix socket of the client API: "unix:/path"
+ *     or an absolute path. On a socket the kernel tells the replica who we are
+ *     (SO_PEERCRED), so nothing is sent to prove it.
+ *   - Credentials (users on TCP): the first request of every new TCP connection that is
+ *     not a Ping carries Request.credential: the token (SPUR_JWT) when one is given, else
+ *     a MUNGE credential made with munge_encode() for that connection alone, payload
+ *     exactly "spur:<cluster_name>" (MUNGE credentials are single-use: munged refuses a
+ *     replay, so every connection gets a fresh one). Pings never carry one: a replica
+ *     answers them unauthenticated, and the unnamed Ping is how the name for the payload
+ *     is learned. Later requests on the connection carry none. When no credential can be
+ *     made (no token, munge_encode() fails) the call fails at once, without a request:
+ *     "not authenticated: no credential for HOST: munge: WHY; set SPUR_JWT (scontrol
+ *     token) or use the local socket PATH". A MUNGE credential is wiped and freed as soon
+ *     as its request is packed; the token copy is wiped by spurclient_free().
+ *   - A client on a Unix socket stays on it (the replica forwards writes to the leader):
+ *     it goes to a leader hint's TCP address only when it can prove itself there (a
+ *     token, or a MUNGE credential that can be made); otherwise it retries the socket, or
+ *     the next host, as for an answer without a hint.
+ *   - Cluster-key mode (keyring set: agents): every connection first does chan.h's
+ *     handshake as CHAN_INITIATOR with the role given, then every request is sealed and
+ *     every answer opened on that channel; a frame that does not open closes the
+ *     connection. No user credential is sent. A replica that refuses the handshake (no
+ *     common key, another cluster) fails the call at once with the reason it gave.
+ *     Needs the cluster name (spurclient_new() returns NULL without one).
+ *   - An UNAUTHENTICATED answer closes the connection, so the next call proves itself
+ *     again with a fresh credential.
  *
  * Ownership: spurclient_call() returns a response the caller frees with spurclient_response_free().
  * One struct spurclient is one connection, used by one thread at a time.
@@ -25,6 +51,7 @@
 #ifndef SPUR_SPURCLIENT_H
 #define SPUR_SPURCLIENT_H
 
+#include "clusterkey.h"
 #include "spur.pb-c.h"
 
 #include <stdbool.h>
@@ -38,9 +65,17 @@ struct spurclient_options {
     const char *const *hosts; /* "host:port" strings; at least one */
     size_t nhosts;
     const char *cluster_name; /* NULL or "": learn it from the first replica that answers */
-    uint32_t timeout_ms; /* per call, across retries; 0: 10000 */
-    uint32_t max_frame;  /* 0: 4 MiB */
-    const char *user;    /* sent in every request; NULL: the login name */
+    uint32_t timeout_ms;      /* per call, across retries; 0: 10000 */
+    uint32_t max_frame;       /* 0: 4 MiB */
+    const char *user;         /* sent in every request; NULL: the login name */
+    /* Users on TCP (see Credentials above); all copied. Zero values: no credential. */
+    const char *token;        /* NULL or "": none; else sent as Credential.token */
+    bool munge;               /* no token: a MUNGE credential per connection */
+    const char *munge_socket; /* munged's socket; NULL or "": libmunge's default */
+    const char *local_socket; /* named in the "no credential" error; NULL or "": none */
+    /* Cluster-key mode (agents): keyring borrowed, must outlive the client. */
+    const struct keyring *keyring; /* NULL: a user client */
+    const char *role;              /* chan.h role of this side, e.g. "agent" */
 };
 
 struct spurclient;
@@ -64,6 +99,9 @@ const char *spurclient_current_host(const struct spurclient *c);
 uint64_t spurclient_client_id(const struct spurclient *c);
 /* The cluster name requests carry: the one given, or the one learned; NULL: not yet. */
 const char *spurclient_cluster_name(const struct spurclient *c);
+
+/* True when host names a Unix socket ("unix:/path" or "/path"); *path is then set. */
+bool spurclient_host_is_unix(const char *host, const char **path);
 
 /* Split "a:1,b:2" into a NULL-terminated vector (caller frees with spurclient_hosts_free). */
 char **spurclient_hosts_parse(const char *list, size_t *n);

@@ -16,10 +16,20 @@
  * call to the hinted replica, and the next write goes straight there; the cluster name is
  * learned from an unnamed Ping; the host list parser.
  *
+ * Authentication: a replica on a Unix socket (nothing is sent to prove who asks); the
+ * token of a TCP connection in its first non-Ping request only, and again after a
+ * reconnect; no MUNGE credential possible: a local error, nothing sent; a socket client
+ * stays on its socket rather than follow a TCP hint it cannot prove itself on, and
+ * follows it with a token; cluster-key mode: the fake runs chan.h as the responder,
+ * every request and answer sealed, and a fake holding another key makes the call fail
+ * at once saying so.
+ *
  * Each fake replica thread lives at most FAKE_LIFETIME_MS and polls in 20 ms steps; every
  * loop here is bounded in turns and in time.
  */
+#include "chan.h"
 #include "check_run.h"
+#include "clusterkey.h"
 #include "frame.h"
 #include "spurclient.h"
 #include "wire.h"
@@ -37,6 +47,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +75,7 @@ enum fake_way {
     FAKE_OTHER_VERSION,    /* OK, but protocol version SPUR_PROTOCOL_VERSION + 1 */
     FAKE_REFUSE,           /* REFUSED (another cluster) */
     FAKE_PING_NO_NAME,     /* answers carry no cluster name */
+    FAKE_UNAUTHENTICATED,  /* UNAUTHENTICATED "not authenticated" */
 };
 
 /* What one request carried, as the fake replica read it. */
@@ -76,6 +88,8 @@ struct seen {
     int op; /* Spur__Api__Request__OpCase */
     char cluster_name[64];
     char user[64];
+    int cred_kind;  /* Spur__Api__Credential__KindCase; 0: no credential */
+    char cred[128]; /* the token or MUNGE credential it carried */
 };
 
 struct fake {
@@ -86,13 +100,23 @@ struct fake {
     atomic_bool stop;
     /* Set before fake_start(), read only by the thread afterwards. */
     enum fake_way way;
-    uint32_t node_id;        /* served_by, and leader_id when leader_hint is set */
-    const char *cluster;     /* the name answers carry ("" none) */
-    const char *leader_hint; /* carried by every answer when non-NULL */
+    uint32_t node_id;         /* served_by, and leader_id when leader_hint is set */
+    const char *cluster;      /* the name answers carry ("" none) */
+    const char *leader_hint;  /* carried by every answer when non-NULL */
+    const struct keyring *kr; /* set: chan.h responder (role "controller") on every connection */
+    char path[108];           /* a Unix socket's path ("": TCP); unlinked by fake_stop() */
+    char dir[64];             /* the directory made for it */
+    atomic_bool drop;         /* the test asks: close the connection (then clears it) */
+    /* The thread's own, per connection. */
+    struct chan ch;
+    bool ch_live;
     /* Written by the thread under mu, read by the test under mu. */
     pthread_mutex_t mu;
     unsigned accepts;
     unsigned nseen;
+    unsigned handshakes; /* connections that proved the key */
+    char peer_role[CHAN_ROLE_MAX];
+    unsigned refusals; /* handshakes refused */
     struct seen seen[FAKE_MAX_SEEN];
 };
 
@@ -103,6 +127,7 @@ static void fake_init(struct fake *f, enum fake_way way, uint32_t node_id, const
     f->node_id = node_id;
     f->cluster = cluster;
     atomic_init(&f->stop, false);
+    atomic_init(&f->drop, false);
     pthread_mutex_init(&f->mu, NULL);
     f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     ck_assert_int_ge(f->lfd, 0);
@@ -112,6 +137,31 @@ static void fake_init(struct fake *f, enum fake_way way, uint32_t node_id, const
     ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&sa, &sl), 0);
     ck_assert_int_eq(listen(f->lfd, 8), 0);
     snprintf(f->addr, sizeof(f->addr), "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+}
+
+/* A fake replica on a Unix socket in a directory of its own; addr is "unix:PATH". */
+static void fake_init_unix(struct fake *f, enum fake_way way, uint32_t node_id, const char *cluster)
+{
+    memset(f, 0, sizeof(*f));
+    f->way = way;
+    f->node_id = node_id;
+    f->cluster = cluster;
+    atomic_init(&f->stop, false);
+    atomic_init(&f->drop, false);
+    pthread_mutex_init(&f->mu, NULL);
+    memcpy(f->dir, "/tmp/spurclient-XXXXXX", sizeof("/tmp/spurclient-XXXXXX"));
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    size_t dl = strlen(f->dir);
+    memcpy(f->path, f->dir, dl);
+    memcpy(f->path + dl, "/api.sock", sizeof("/api.sock"));
+    f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(f->lfd, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, f->path, strlen(f->path) + 1);
+    ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(f->lfd, 8), 0);
+    memcpy(f->addr, "unix:", 5);
+    memcpy(f->addr + 5, f->path, strlen(f->path) + 1);
 }
 
 static void send_all_blocking(int fd, const uint8_t *p, size_t n)
@@ -130,12 +180,32 @@ static void send_all_blocking(int fd, const uint8_t *p, size_t n)
 static uint8_t *pack_frame(const Spur__Api__Response *r, size_t *n)
 {
     size_t len = spur__api__response__get_packed_size(r);
-    uint8_t *buf = malloc(FRAME_HEADER_LEN + len);
+    uint8_t *buf = malloc(FRAME_HEADER_LEN + len + CHAN_TRAILER_LEN);
     ck_assert_ptr_nonnull(buf);
     frame_put_header(buf, (uint32_t)len);
     spur__api__response__pack(r, buf + FRAME_HEADER_LEN);
     *n = FRAME_HEADER_LEN + len;
     return buf;
+}
+
+/* On a keyed connection: seal the frame pack_frame() made (it left room for the trailer). */
+static void fake_seal(struct fake *f, uint8_t *buf, size_t *n)
+{
+    if (!f->ch_live || !chan_established(&f->ch))
+        return;
+    size_t len = *n - FRAME_HEADER_LEN;
+    ck_assert_int_eq(chan_seal(&f->ch, buf + FRAME_HEADER_LEN, len, buf + *n), CHAN_OK);
+    frame_put_header(buf, (uint32_t)(len + CHAN_TRAILER_LEN));
+    *n += CHAN_TRAILER_LEN;
+}
+
+/* Send one unsealed handshake payload as a frame. */
+static void send_payload(int conn, const uint8_t *p, size_t len)
+{
+    uint8_t hdr[FRAME_HEADER_LEN];
+    frame_put_header(hdr, (uint32_t)len);
+    send_all_blocking(conn, hdr, sizeof(hdr));
+    send_all_blocking(conn, p, len);
 }
 
 /* Answer one request the way the fake was told. Returns false when it closes conn. */
@@ -179,6 +249,11 @@ static bool fake_answer(struct fake *f, int conn, const Spur__Api__Request *req)
         r.leader_id = 0; /* the hint alone: this replica does not know the leader's id */
         r.result_case = SPUR__API__RESPONSE__RESULT__NOT_SET;
         break;
+    case FAKE_UNAUTHENTICATED:
+        r.code = SPUR__API__CODE__CODE_UNAUTHENTICATED;
+        r.error = (char *)"not authenticated";
+        r.result_case = SPUR__API__RESPONSE__RESULT__NOT_SET;
+        break;
     case FAKE_REFUSE:
         r.code = SPUR__API__CODE__CODE_REFUSED;
         r.error = (char *)"another cluster";
@@ -206,6 +281,7 @@ static bool fake_answer(struct fake *f, int conn, const Spur__Api__Request *req)
         break;
     }
     buf = pack_frame(&r, &n);
+    fake_seal(f, buf, &n);
     bool open = true;
     if (f->way == FAKE_CUT_SHORT) {
         send_all_blocking(conn, buf, FRAME_HEADER_LEN + (n - FRAME_HEADER_LEN) / 2);
@@ -238,6 +314,12 @@ static void fake_record(struct fake *f, const Spur__Api__Request *req)
         snprintf(s->cluster_name, sizeof(s->cluster_name), "%s",
                  req->cluster_name ? req->cluster_name : "(null)");
         snprintf(s->user, sizeof(s->user), "%s", req->user ? req->user : "(null)");
+        const Spur__Api__Credential *cr = req->credential;
+        s->cred_kind = cr ? (int)cr->kind_case : 0;
+        const char *v = cr == NULL                                           ? ""
+                        : cr->kind_case == SPUR__API__CREDENTIAL__KIND_TOKEN ? cr->token
+                                                                             : cr->munge;
+        snprintf(s->cred, sizeof(s->cred), "%s", v ? v : "");
     }
     pthread_mutex_unlock(&f->mu);
 }
@@ -256,6 +338,33 @@ static bool fake_serve_frames(struct fake *f, int conn, struct frame_reader *rd)
             return true;
         if (st != FRAME_READY)
             return false;
+        if (f->ch_live && !chan_established(&f->ch)) {
+            /* The handshake: the initiator's hello, then its proof. */
+            if (f->ch.state == CHAN_S_NEW) {
+                uint8_t *out = NULL;
+                size_t outlen = 0;
+                enum chan_rc rc = chan_take_hello(&f->ch, payload, len, &out, &outlen);
+                if (out != NULL)
+                    send_payload(conn, out, outlen);
+                free(out);
+                if (rc != CHAN_OK) {
+                    pthread_mutex_lock(&f->mu);
+                    f->refusals++;
+                    pthread_mutex_unlock(&f->mu);
+                    return false;
+                }
+                continue;
+            }
+            if (chan_take_proof(&f->ch, payload, len) != CHAN_OK)
+                return false;
+            pthread_mutex_lock(&f->mu);
+            f->handshakes++;
+            snprintf(f->peer_role, sizeof(f->peer_role), "%s", f->ch.peer_role);
+            pthread_mutex_unlock(&f->mu);
+            continue;
+        }
+        if (f->ch_live && chan_open(&f->ch, payload, len, &len) != CHAN_OK)
+            return false; /* not sealed, or not under this connection's key */
         Spur__Api__Request *req = spur__api__request__unpack(NULL, len, payload);
         if (req == NULL)
             return false;
@@ -277,6 +386,11 @@ static void *fake_main(void *arg)
     struct frame_reader rd;
     frame_reader_init(&rd, FAKE_MAX_FRAME);
     for (unsigned turn = 0; turn < 100000 && !atomic_load(&f->stop) && now_ms() < end; turn++) {
+        if (conn >= 0 && atomic_exchange(&f->drop, false)) {
+            close(conn);
+            conn = -1;
+            frame_reader_free(&rd);
+        }
         struct pollfd p[2] = {{.fd = f->lfd, .events = POLLIN}, {.fd = conn, .events = POLLIN}};
         if (poll(p, conn >= 0 ? 2 : 1, 20) <= 0)
             continue;
@@ -289,6 +403,14 @@ static void *fake_main(void *arg)
                     close(conn);
                 frame_reader_free(&rd);
                 conn = nc;
+                if (f->ch_live)
+                    chan_free(&f->ch);
+                f->ch_live = false;
+                if (f->kr != NULL) {
+                    ck_assert_int_eq(
+                        chan_init(&f->ch, CHAN_RESPONDER, f->kr, f->cluster, "controller"), 0);
+                    f->ch_live = true;
+                }
                 pthread_mutex_lock(&f->mu);
                 f->accepts++;
                 pthread_mutex_unlock(&f->mu);
@@ -318,6 +440,9 @@ static void *fake_main(void *arg)
     if (conn >= 0)
         close(conn);
     frame_reader_free(&rd);
+    if (f->ch_live)
+        chan_free(&f->ch);
+    f->ch_live = false;
     return NULL;
 }
 
@@ -337,6 +462,10 @@ static void fake_stop(struct fake *f)
     f->running = false;
     close(f->lfd);
     pthread_mutex_destroy(&f->mu);
+    if (f->path[0]) {
+        unlink(f->path);
+        rmdir(f->dir);
+    }
 }
 
 /* A copy of what the fake has seen so far, taken under its lock. */
@@ -377,6 +506,15 @@ static struct fake *scene_fake(struct scene *sc, enum fake_way way, uint32_t nod
     ck_assert_uint_lt(sc->nfk, 3);
     struct fake *f = &sc->fk[sc->nfk++];
     fake_init(f, way, node_id, cluster);
+    return f;
+}
+
+static struct fake *scene_fake_unix(struct scene *sc, enum fake_way way, uint32_t node_id,
+                                    const char *cluster)
+{
+    ck_assert_uint_lt(sc->nfk, 3);
+    struct fake *f = &sc->fk[sc->nfk++];
+    fake_init_unix(f, way, node_id, cluster);
     return f;
 }
 
@@ -1045,6 +1183,322 @@ START_TEST(test_port_out_of_range_refused)
 }
 END_TEST
 
+/* ---- authentication ------------------------------------------------------------------- */
+
+/* The request number i the fake read carried no credential. */
+static void assert_no_credential(const struct seen *s, unsigned i)
+{
+    ck_assert_msg(s[i].cred_kind == 0, "request %u carried credential kind %d \"%s\"", i,
+                  s[i].cred_kind, s[i].cred);
+}
+
+START_TEST(test_unix_socket_host)
+{
+    const char *path = NULL;
+    ck_assert(spurclient_host_is_unix("unix:/run/x.sock", &path));
+    ck_assert_str_eq(path, "/run/x.sock");
+    ck_assert(spurclient_host_is_unix("/run/x.sock", &path));
+    ck_assert_str_eq(path, "/run/x.sock");
+    ck_assert(!spurclient_host_is_unix("localhost:6817", &path));
+    ck_assert(!spurclient_host_is_unix("[::1]:6817", &path));
+
+    struct scene sc = {0};
+    struct fake *f = scene_fake_unix(&sc, FAKE_ANSWER, 1, "alpha");
+    /* A token and MUNGE are on offer, but a socket needs neither: nothing is sent. */
+    const char *hosts[] = {f->addr};
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = NULL,
+                                   .timeout_ms = 3000,
+                                   .token = "tok-socket",
+                                   .munge = true,
+                                   .munge_socket = "/nonexistent/munge.socket"};
+    scene_client_opts(&sc, &o);
+    call_write(&sc, 7);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    call_read(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    ck_assert_str_eq(spurclient_current_host(sc.c), f->addr);
+    struct seen s[FAKE_MAX_SEEN];
+    unsigned accepts = 0;
+    ck_assert_uint_eq(fake_seen(f, s, &accepts), 3); /* the Ping that learns the name, two calls */
+    ck_assert_uint_eq(accepts, 1);
+    for (unsigned i = 0; i < 3; i++)
+        assert_no_credential(s, i);
+    ck_assert_int_eq(s[1].op, SPUR__API__REQUEST__OP_CANCEL_JOB);
+    ck_assert_uint_eq(s[1].client_id, spurclient_client_id(sc.c));
+
+    /* A bare absolute path is a socket too. */
+    const char *bare[] = {f->path};
+    struct spurclient_options o2 = {
+        .hosts = bare, .nhosts = 1, .cluster_name = "alpha", .timeout_ms = 3000};
+    scene_client_opts(&sc, &o2);
+    call_read(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    scene_end(&sc);
+
+    /* No one there: the error names the socket. */
+    const char *gone[] = {"unix:/nonexistent/spurctld.sock"};
+    struct spurclient_options o3 = {
+        .hosts = gone, .nhosts = 1, .cluster_name = "alpha", .timeout_ms = 200};
+    scene_client_opts(&sc, &o3);
+    call_read(&sc);
+    assert_failed(&sc, "unix:/nonexistent/spurctld.sock: connect: No such file or directory", 150,
+                  1200);
+    scene_end(&sc);
+}
+END_TEST
+
+START_TEST(test_token_in_first_request_of_each_connection)
+{
+    struct scene sc = {0};
+    struct fake *f = scene_fake(&sc, FAKE_ANSWER, 1, "alpha");
+    const char *hosts[] = {f->addr};
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = "alpha",
+                                   .timeout_ms = 3000,
+                                   .token = "tok-123",
+                                   .munge = true};
+    scene_client_opts(&sc, &o);
+    call_ping(&sc); /* a Ping carries none: it is answered unauthenticated */
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    call_read(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    call_write(&sc, 3);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    struct seen s[FAKE_MAX_SEEN];
+    unsigned accepts = 0;
+    ck_assert_uint_eq(fake_seen(f, s, &accepts), 3);
+    ck_assert_uint_eq(accepts, 1);
+    assert_no_credential(s, 0);
+    ck_assert_int_eq(s[1].cred_kind, SPUR__API__CREDENTIAL__KIND_TOKEN);
+    ck_assert_str_eq(s[1].cred, "tok-123");
+    assert_no_credential(s, 2); /* the connection has proved itself */
+
+    /* The replica drops the connection: the next one proves itself again. */
+    atomic_store(&f->drop, true);
+    for (unsigned i = 0; i < 100 && atomic_load(&f->drop); i++) {
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    call_read(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    call_read(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    ck_assert_uint_eq(fake_seen(f, s, &accepts), 5);
+    ck_assert_uint_eq(accepts, 2);
+    ck_assert_int_eq(s[3].cred_kind, SPUR__API__CREDENTIAL__KIND_TOKEN);
+    ck_assert_str_eq(s[3].cred, "tok-123");
+    assert_no_credential(s, 4);
+    scene_end(&sc);
+}
+END_TEST
+
+/* An UNAUTHENTICATED answer ends the connection: the next call proves itself afresh. */
+START_TEST(test_unauthenticated_answer_reconnects)
+{
+    struct scene sc = {0};
+    struct fake *f = scene_fake(&sc, FAKE_UNAUTHENTICATED, 1, "alpha");
+    const char *hosts[] = {f->addr};
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = "alpha",
+                                   .timeout_ms = 3000,
+                                   .token = "expired"};
+    scene_client_opts(&sc, &o);
+    for (unsigned i = 0; i < 2; i++) {
+        call_read(&sc);
+        assert_answered(&sc, SPUR__API__CODE__CODE_UNAUTHENTICATED, 1);
+        ck_assert_str_eq(sc.r->error, "not authenticated");
+    }
+    struct seen s[FAKE_MAX_SEEN];
+    unsigned accepts = 0;
+    ck_assert_uint_eq(fake_seen(f, s, &accepts), 2);
+    ck_assert_uint_eq(accepts, 2);
+    ck_assert_str_eq(s[0].cred, "expired");
+    ck_assert_str_eq(s[1].cred, "expired");
+    scene_end(&sc);
+}
+END_TEST
+
+/* No token and munged unreachable: the call fails here, at once, and sends nothing. */
+START_TEST(test_no_credential_is_a_local_error)
+{
+    struct scene sc = {0};
+    struct fake *f = scene_fake(&sc, FAKE_ANSWER, 1, "alpha");
+    const char *hosts[] = {f->addr};
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = "alpha",
+                                   .timeout_ms = 5000,
+                                   .munge = true,
+                                   .munge_socket = "/nonexistent/munge.socket.2",
+                                   .local_socket = "/run/spurctld/spurctld.sock"};
+    scene_client_opts(&sc, &o);
+    call_write(&sc, 9);
+    char want[256];
+    snprintf(want, sizeof(want), "not authenticated: no credential for %s: munge: ", f->addr);
+    assert_failed(&sc, want, 0, 2000);
+    assert_failed(&sc,
+                  "; set SPUR_JWT (scontrol token) or use the local socket "
+                  "/run/spurctld/spurctld.sock",
+                  0, 2000);
+    struct seen s[FAKE_MAX_SEEN];
+    ck_assert_uint_eq(fake_seen(f, s, NULL), 0);
+    /* A Ping needs no credential, so it still works. */
+    call_ping(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    ck_assert_uint_eq(fake_seen(f, s, NULL), 1);
+    assert_no_credential(s, 0);
+    scene_end(&sc);
+}
+END_TEST
+
+START_TEST(test_socket_client_ignores_tcp_hint_without_credential)
+{
+    struct scene sc = {0};
+    struct fake *u = scene_fake_unix(&sc, FAKE_UNAVAILABLE, 1, "alpha");
+    struct fake *g = scene_fake(&sc, FAKE_ANSWER, 2, "alpha");
+    u->leader_hint = g->addr;
+    const char *hosts[] = {u->addr};
+    /* MUNGE on offer but munged unreachable: no credential for TCP. */
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = "alpha",
+                                   .timeout_ms = 300,
+                                   .munge = true,
+                                   .munge_socket = "/nonexistent/munge.socket.2"};
+    scene_client_opts(&sc, &o);
+    call_write(&sc, 4);
+    ck_assert_int_eq(sc.rc, 0);
+    ck_assert_int_eq(sc.r->code, SPUR__API__CODE__CODE_UNAVAILABLE);
+    struct seen s[FAKE_MAX_SEEN];
+    unsigned accepts = 0;
+    ck_assert_uint_ge(fake_seen(u, s, NULL), 2); /* it retried the socket */
+    fake_seen(g, s, &accepts);
+    ck_assert_uint_eq(accepts, 0); /* and never dialled the hint */
+
+    /* With a token, the hint is worth following, and the token goes there. */
+    struct spurclient_options o2 = o;
+    o2.token = "tok-hint";
+    o2.timeout_ms = 3000;
+    scene_client_opts(&sc, &o2);
+    call_write(&sc, 5);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 2);
+    ck_assert_uint_eq(fake_seen(g, s, &accepts), 1);
+    ck_assert_int_eq(s[0].cred_kind, SPUR__API__CREDENTIAL__KIND_TOKEN);
+    ck_assert_str_eq(s[0].cred, "tok-hint");
+    scene_end(&sc);
+}
+END_TEST
+
+/* A keyring of one key made from fill (32 bytes of it). */
+static void make_ring(struct keyring *kr, uint8_t fill)
+{
+    uint8_t bytes[32];
+    memset(bytes, fill, sizeof(bytes));
+    bytes[0] = 0x5a; /* not the placeholder, whatever fill is */
+    struct clusterkey k;
+    char err[256];
+    memset(kr, 0, sizeof(*kr));
+    ck_assert_msg(clusterkey_from_bytes(&k, bytes, sizeof(bytes), "test", err, sizeof(err)) == 0,
+                  "%s", err);
+    ck_assert_int_eq(keyring_add(kr, &k), 0);
+}
+
+START_TEST(test_keyring_handshake_and_sealed_frames)
+{
+    struct keyring kr;
+    make_ring(&kr, 0x11);
+    struct scene sc = {0};
+    struct fake *f = scene_fake(&sc, FAKE_ANSWER, 1, "alpha");
+    f->kr = &kr;
+    const char *hosts[] = {f->addr};
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = "alpha",
+                                   .timeout_ms = 3000,
+                                   .token = "not-for-members",
+                                   .keyring = &kr,
+                                   .role = "agent"};
+    scene_client_opts(&sc, &o);
+    for (unsigned i = 0; i < 3; i++) {
+        call_write(&sc, 20 + i);
+        assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+        ck_assert_uint_eq(sc.r->request_id, sc.req.request_id);
+    }
+    /* The fake opened every request on the channel (an unsealed one it would drop). */
+    struct seen s[FAKE_MAX_SEEN];
+    unsigned accepts = 0;
+    ck_assert_uint_eq(fake_seen(f, s, &accepts), 3);
+    ck_assert_uint_eq(accepts, 1);
+    for (unsigned i = 0; i < 3; i++) {
+        assert_no_credential(s, i); /* a member proves the key, not a user */
+        ck_assert_uint_eq(s[i].seq, i + 1);
+    }
+    pthread_mutex_lock(&f->mu);
+    ck_assert_uint_eq(f->handshakes, 1);
+    ck_assert_str_eq(f->peer_role, "agent");
+    pthread_mutex_unlock(&f->mu);
+
+    /* A new connection does the handshake again. */
+    atomic_store(&f->drop, true);
+    for (unsigned i = 0; i < 100 && atomic_load(&f->drop); i++) {
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+    call_read(&sc);
+    assert_answered(&sc, SPUR__API__CODE__CODE_OK, 1);
+    pthread_mutex_lock(&f->mu);
+    ck_assert_uint_eq(f->handshakes, 2);
+    pthread_mutex_unlock(&f->mu);
+
+    /* Without a cluster name or a role there is nothing to prove: refused at once. */
+    struct spurclient_options bad = o;
+    bad.cluster_name = NULL;
+    ck_assert_ptr_null(spurclient_new(&bad));
+    bad = o;
+    bad.role = NULL;
+    ck_assert_ptr_null(spurclient_new(&bad));
+    scene_end(&sc);
+    keyring_wipe(&kr);
+}
+END_TEST
+
+START_TEST(test_keyring_other_key_is_a_clear_error)
+{
+    struct keyring ours, theirs;
+    make_ring(&ours, 0x22);
+    make_ring(&theirs, 0x33);
+    struct scene sc = {0};
+    struct fake *f = scene_fake(&sc, FAKE_ANSWER, 1, "alpha");
+    f->kr = &theirs;
+    const char *hosts[] = {f->addr};
+    struct spurclient_options o = {.hosts = hosts,
+                                   .nhosts = 1,
+                                   .cluster_name = "alpha",
+                                   .timeout_ms = 5000,
+                                   .keyring = &ours,
+                                   .role = "agent"};
+    scene_client_opts(&sc, &o);
+    call_write(&sc, 1);
+    char want[128];
+    snprintf(want, sizeof(want), "%s: cluster key handshake failed: ", f->addr);
+    assert_failed(&sc, want, 0, 2000); /* at once, not at the deadline */
+    assert_failed(&sc, "no common cluster key", 0, 2000);
+    assert_failed(&sc, ours.keys[0].id_hex, 0, 2000);
+    struct seen s[FAKE_MAX_SEEN];
+    ck_assert_uint_eq(fake_seen(f, s, NULL), 0); /* no request was ever read */
+    pthread_mutex_lock(&f->mu);
+    ck_assert_uint_eq(f->refusals, 1);
+    pthread_mutex_unlock(&f->mu);
+    scene_end(&sc);
+    keyring_wipe(&ours);
+    keyring_wipe(&theirs);
+}
+END_TEST
+
 static Suite *spurclient_suite(void)
 {
     Suite *s = suite_create("spurclient");
@@ -1068,6 +1522,14 @@ static Suite *spurclient_suite(void)
                    test_refused_ping_is_the_answer, test_ping_answer_without_name_moves_on, NULL});
     check_case(s, "hosts", (const TTest *[]){test_hosts_parse, test_new_refuses_no_hosts, NULL});
     check_case(s, "ports", (const TTest *[]){test_port_out_of_range_refused, NULL});
+    check_case(s, "auth",
+               (const TTest *[]){
+                   test_unix_socket_host, test_token_in_first_request_of_each_connection,
+                   test_unauthenticated_answer_reconnects, test_no_credential_is_a_local_error,
+                   test_socket_client_ignores_tcp_hint_without_credential, NULL});
+    check_case(s, "keyring",
+               (const TTest *[]){test_keyring_handshake_and_sealed_frames,
+                                 test_keyring_other_key_is_a_clear_error, NULL});
     return s;
 }
 
