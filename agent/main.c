@@ -473,7 +473,7 @@ int main(int argc, char **argv)
 
     a.reg =
         register_new(getenv("SPUR_CONTROLLER"), (const char *const *)a.cfg.controller.hosts,
-                     a.cfg.controller.nhosts, a.cfg.cluster_name, NULL /* B: sc.keyring */,
+                     a.cfg.controller.nhosts, a.cfg.cluster_name, &a.kr,
                      sc.max_frame, why, sizeof(why));
     if (a.reg == NULL)
         return fail(&a, EXIT_CONFIG, "cannot register; exiting 78", why);

@@ -30,6 +30,77 @@ SPURD = BUILD / "agent" / "spurd"
 _PORTS_GIVEN = set()
 
 
+# ---- authentication (issue 13) ------------------------------------------------------------
+#
+# Every replica of a test gets a cluster key file and a local socket of its own. The CLI
+# run by the tests as root talks TCP with a token minted here from the key file (the same
+# HS256 JWT `scontrol token` makes, common/token.h), so that clients keep reaching any
+# replica by address and following leader hints as users do with SPUR_JWT; test_auth.py
+# checks that `scontrol token` itself makes tokens the replicas take, and every other way in.
+
+def new_key_file(path):
+    """A fresh 32-byte cluster key at path, mode 0600 (what `spurctld keygen` writes)."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    return path
+
+
+def key_id(key):
+    """common/clusterkey.h: the first 8 bytes of HMAC-SHA-256(key, "spur cluster key id v1")."""
+    import hashlib
+    import hmac
+    return hmac.new(key, b"spur cluster key id v1", hashlib.sha256).digest()[:8].hex()
+
+
+def _hkdf_sha256(ikm, info, length=32, salt=b""):
+    """RFC 5869 HKDF with SHA-256 (an empty salt is HashLen zero bytes)."""
+    import hashlib
+    import hmac
+    prk = hmac.new(salt or bytes(32), ikm, hashlib.sha256).digest()
+    okm, t, i = b"", b"", 1
+    while len(okm) < length:
+        t = hmac.new(prk, t + info + bytes([i]), hashlib.sha256).digest()
+        okm += t
+        i += 1
+    return okm[:length]
+
+
+def mint_token(key_path, user, lifespan=7200, now=None, kid=None):
+    """A token as `scontrol token username=USER` makes it (common/token.h), for tests."""
+    import base64
+    import hashlib
+    import hmac
+    import json
+
+    def b64(b):
+        return base64.urlsafe_b64encode(b).rstrip(b"=")
+
+    key = Path(key_path).read_bytes()
+    now = int(time.time()) if now is None else int(now)
+    header = {"alg": "HS256", "typ": "JWT", "kid": kid or key_id(key)}
+    claims = {"iat": now, "exp": now + lifespan, "sun": user}
+    signing = (b64(json.dumps(header, separators=(",", ":")).encode()) + b"."
+               + b64(json.dumps(claims, separators=(",", ":")).encode()))
+    sig = hmac.new(_hkdf_sha256(key, b"spur token v1"), signing, hashlib.sha256).digest()
+    return (signing + b"." + b64(sig)).decode()
+
+
+def short_dir(prefix="spur-"):
+    """A directory with a short path under /tmp, mode 0755: Unix socket paths must stay
+    under 108 bytes, and users made by a test must be able to reach the sockets."""
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    os.chmod(d, 0o755)
+    return d
+
+
+def credential(token):
+    """Request.credential (field 10) holding a token (Credential.token, field 2)."""
+    return pb_field(10, pb_field(2, token))
+
+
 def free_port(host="127.0.0.1"):
     """A port that was free a moment ago (bind to 0, read it back, release it), and that
     this test process has not handed out before: the kernel may offer a released port
@@ -214,7 +285,10 @@ def base_config(tmp, **over):
             "listen": f"127.0.0.1:{free_port()}",
             "state_dir": str(tmp / "state"),
             "peers": [raft],
+            "socket": str(short_dir() / "api.sock"),
         },
+        # One replica: the worker makes the key on first start (not made here).
+        "auth": {"key_file": str(tmp / "spur.key")},
         "raft": {"listen": raft},
         "health": {"bind": "loopback", "port": free_port()},
         "metrics": {"bind": "loopback", "port": free_port()},
@@ -248,6 +322,14 @@ class Supervisor:
     # -- introspection ------------------------------------------------------------------
     def log(self):
         return self.log_path.read_text(errors="replace")
+
+    def token(self, user="root"):
+        """A token for user under this replica's key (the worker makes the key on its first
+        start of a one-replica cluster, so call this once it is up)."""
+        return mint_token(self.cfg["auth"]["key_file"], user)
+
+    def socket(self):
+        return "unix:" + self.cfg["controller"]["socket"]
 
     def log_lines(self):
         return [l for l in self.log().splitlines() if l.strip()]
@@ -405,11 +487,14 @@ OP_PING, OP_SUBMIT_JOB, OP_GET_JOBS = 20, 40, 41
 
 
 def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10.0,
-             **envelope):
+             token=None, extra=b"", **envelope):
     """Send one Request (op: its oneof field number, body: the operation's bytes) to the
-    client API at addr "host:port" and return the Response as a dict: code, error,
-    cluster_name, leader_id, leader_hint, served_by, and result (the oneof field number and
-    its bytes, or None). envelope: client_id, seq, user, local_read, as ints/strs."""
+    client API at addr "host:port" (or "unix:/path") and return the Response as a dict:
+    code, error, cluster_name, leader_id, leader_hint, served_by, and result (the oneof
+    field number and its bytes, or None). envelope: client_id, seq, user, local_read, as
+    ints/strs. token: sent as the request's credential (a TCP connection needs one for
+    anything but a Ping). extra: raw fields appended to the envelope (e.g. a forged
+    Request.caller)."""
     import random
     import struct
 
@@ -419,8 +504,10 @@ def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10
            + pb_field(5, envelope.get("client_id", 0)) + pb_field(6, envelope.get("seq", 0))
            + pb_field(8, envelope.get("user", "tester"))
            + pb_field(9, int(timeout * 1000)))
+    if token:
+        req += credential(token)
+    req += extra
     req += pb_varint(op << 3 | 2) + pb_varint(len(body)) + body
-    host, port = addr.rsplit(":", 1)
 
     def recv_exact(sock, n):
         data = b""
@@ -431,7 +518,14 @@ def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10
             data += chunk
         return data
 
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout + 2) as sock:
+    if addr.startswith("unix:"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout + 2)
+        sock.connect(addr[5:])
+    else:
+        host, port = addr.rsplit(":", 1)
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout + 2)
+    with sock:
         sock.sendall(struct.pack(">I", len(req)) + req)
         while True:
             n = struct.unpack(">I", recv_exact(sock, 4))[0]
@@ -571,8 +665,11 @@ def submit(c, name, host=None, **kw):
     return int(p.stdout.split()[-1])
 
 
-def cluster_config(tmp, n, i, ports, cluster_name="test", **over):
-    """Config of replica i (1-based) of an n-replica cluster on 127.0.0.1."""
+def cluster_config(tmp, n, i, ports, cluster_name="test", sockdir=None, key_file=None,
+                   **over):
+    """Config of replica i (1-based) of an n-replica cluster on 127.0.0.1. Its local
+    socket is sockdir/n<i>.sock; its cluster key key_file (default tmp/cluster.key, which
+    the caller makes: a cluster of several replicas does not make one itself)."""
     peers = [f"127.0.0.1:{ports[k]['raft']}" for k in range(n)]
     hosts = [f"127.0.0.1:{ports[k]['api']}" for k in range(n)]
     p = ports[i - 1]
@@ -584,7 +681,9 @@ def cluster_config(tmp, n, i, ports, cluster_name="test", **over):
             "node_id": i,
             "peers": peers,
             "hosts": hosts,
+            "socket": str(Path(sockdir or tmp) / f"n{i}.sock"),
         },
+        "auth": {"key_file": str(key_file or (tmp / "cluster.key"))},
         "raft": {"listen": f"127.0.0.1:{p['raft']}", "heartbeat_ms": 50,
                  "election_timeout_ms": 500},
         "health": {"bind": "loopback", "port": p["health"]},
@@ -609,8 +708,14 @@ class Cluster:
         self.n = n
         self.ports = [{k: free_port() for k in ("api", "raft", "health", "metrics")}
                       for _ in range(n)]
-        self.cfgs = [cluster_config(self.tmp, n, i + 1, self.ports, cluster_name, **over)
+        self.sockdir = short_dir()
+        self.key_file = self.tmp / "cluster.key"
+        if not self.key_file.exists():
+            new_key_file(self.key_file)
+        self.cfgs = [cluster_config(self.tmp, n, i + 1, self.ports, cluster_name,
+                                    sockdir=self.sockdir, key_file=self.key_file, **over)
                      for i in range(n)]
+        self._tokens = {}
         self.replicas = [None] * n
         self.generation = [0] * n
         self.cfg_path = write_config(self.tmp / "client.yaml", **self.cfgs[0])
@@ -642,11 +747,23 @@ class Cluster:
         ids = only if only is not None else range(1, self.n + 1)
         return ",".join(self.api(i) for i in ids)
 
+    def socket(self, i):
+        """Node i's local client API socket, as a host for SPUR_CONTROLLER."""
+        return "unix:" + self.cfgs[i - 1]["controller"]["socket"]
+
+    def token(self, user="root"):
+        """A token for user (default root) under the cluster's key, for SPUR_JWT."""
+        key_file = self.cfgs[0].get("auth", {}).get("key_file", str(self.key_file))
+        if user not in self._tokens:
+            self._tokens[user] = mint_token(key_file, user)
+        return self._tokens[user]
+
     def spur(self, *args, host=None, timeout=30, check=False, env=None, input=None):
         """Run a spur command (argv[0] picks it: sbatch, squeue, ...)."""
         e = dict(os.environ)
         e["SPUR_CONFIG"] = str(self.cfg_path)
         e["SPUR_CONTROLLER"] = host if host else self.hosts()
+        e["SPUR_JWT"] = self.token()
         e.update(env or {})
         cmd = [str(BUILD / "client" / args[0])] + [str(a) for a in args[1:]]
         p = subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=timeout,

@@ -84,7 +84,8 @@ class JobCluster:
     # -- the CLI ------------------------------------------------------------------------
     def run(self, *args, user=None, cwd=None, env=None, timeout=30):
         """Run a spur command (argv[0] picks it), as user (a test_user) when given, in cwd."""
-        e = {"SPUR_CONFIG": str(self.c.cfg_path), "SPUR_CONTROLLER": self.c.hosts()}
+        e = {"SPUR_CONFIG": str(self.c.cfg_path), "SPUR_CONTROLLER": self.c.hosts(),
+             "SPUR_JWT": self.c.token(user.name if user is not None else "root")}
         e.update(env or {})
         cmd = [str(spurtest.BUILD / "client" / args[0])] + [str(a) for a in args[1:]]
         if user is not None:
