@@ -121,10 +121,18 @@ int clusterkey_load(struct clusterkey *k, const char *path, char *err, size_t er
         close(fd);
         return -1;
     }
-    if ((st.st_mode & 077) != 0) {
+    /*
+     * Others: never. The group: never writing; reading only when root owns the file,
+     * which is what Kubernetes makes of a Secret in a pod with an fsGroup (root:<fsGroup>,
+     * 0440, whatever defaultMode says), and what PostgreSQL allows for its key.
+     */
+    bool group_read_ok = st.st_uid == 0;
+    if ((st.st_mode & 007) != 0 || (st.st_mode & 020) != 0 ||
+        ((st.st_mode & 040) != 0 && !group_read_ok)) {
         snprintf(err, errlen,
                  "auth: key file %s: mode %04o lets group or others at it; a key must be "
-                 "readable by its owner only: chmod 600 %s",
+                 "readable by its owner only: chmod 600 %s (a root-owned key may also be "
+                 "group-readable, 0640)",
                  path, (unsigned)(st.st_mode & 07777), path);
         close(fd);
         return -1;

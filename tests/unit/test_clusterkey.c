@@ -62,7 +62,7 @@ static void put_text(char *path, size_t plen, const char *name, const char *text
 
 START_TEST(test_mode_refused)
 {
-    static const mode_t bad[] = {0644, 0640, 0604, 0602, 0620, 0660, 0666, 0700 | 0004};
+    static const mode_t bad[] = {0644, 0604, 0602, 0620, 0660, 0666, 0700 | 0004};
     char path[160], err[512];
     struct clusterkey k;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -80,6 +80,30 @@ START_TEST(test_mode_refused)
     ck_assert_int_eq(clusterkey_load(&k, path, err, sizeof(err)), 0);
     ck_assert_uint_eq(k.len, 32);
     ck_assert_str_eq(k.origin, path);
+}
+END_TEST
+
+/* A root-owned key may be group-readable (a Kubernetes Secret with an fsGroup); one owned
+ * by anyone else may not. */
+START_TEST(test_group_read_root_only)
+{
+    char path[160], err[512];
+    struct clusterkey k;
+    if (geteuid() != 0)
+        return; /* chown to root and away from it needs root */
+    static const mode_t ok[] = {0640, 0440};
+    for (size_t i = 0; i < 2; i++) {
+        put_key(path, sizeof(path), "gkey", 32, 2, ok[i]);
+        ck_assert_int_eq(chown(path, 0, 0), 0);
+        ck_assert_msg(clusterkey_load(&k, path, err, sizeof(err)) == 0, "%s", err);
+    }
+    put_key(path, sizeof(path), "gkey", 32, 2, 0640);
+    ck_assert_int_eq(chown(path, 65534, 65534), 0);
+    ck_assert_int_eq(clusterkey_load(&k, path, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "0640"));
+    put_key(path, sizeof(path), "gkey", 32, 2, 0660);
+    ck_assert_int_eq(chown(path, 0, 0), 0);
+    ck_assert_int_eq(clusterkey_load(&k, path, err, sizeof(err)), -1);
 }
 END_TEST
 
@@ -307,7 +331,8 @@ int main(void)
 {
     Suite *s = suite_create("clusterkey");
     TCase *tc = check_case(s, "clusterkey",
-                           (const TTest *[]){test_mode_refused, test_missing_and_not_regular,
+                           (const TTest *[]){test_mode_refused, test_group_read_root_only,
+                                             test_missing_and_not_regular,
                                              test_symlink_followed, test_sizes,
                                              test_placeholder_refused, test_id, test_keyring_next,
                                              test_generate, test_generate_no_follow, NULL});
