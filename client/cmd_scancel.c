@@ -297,6 +297,11 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
                 rc = 1;
             }
         }
+        /* Another user's job named by id: always said, whatever -Q (Slurm does too). */
+        for (size_t i = 0; i < cr->n_denied; i++) {
+            kill_error(c, cr->denied[i], CLI_MSG_DENIED);
+            rc = 1;
+        }
         for (size_t i = 0; !quiet && i < cr->n_already_done; i++) {
             if (listed(ids, nids, cr->already_done[i])) {
                 kill_error(c, cr->already_done[i], MSG_ALREADY_DONE);
