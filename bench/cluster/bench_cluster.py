@@ -45,7 +45,8 @@ def table(title, header, rows):
 def start_writer(spurtest, c, hosts, duration_ms, timeout_ms=5000):
     exe = spurtest.BUILD / "bench" / "cluster" / "bench-writer"
     return subprocess.Popen([str(exe), hosts, c.cfgs[0]["cluster_name"], str(duration_ms),
-                             str(timeout_ms)], stdout=subprocess.PIPE, text=True)
+                             str(timeout_ms)], stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, SPUR_JWT=c.token()))
 
 
 def writes_of(proc):

@@ -32,7 +32,8 @@ int main(int argc, char **argv)
     struct spurclient_options o = {.hosts = (const char *const *)hosts,
                                    .nhosts = nhosts,
                                    .cluster_name = argv[2],
-                                   .timeout_ms = timeout};
+                                   .timeout_ms = timeout,
+                                   .token = getenv("SPUR_JWT")}; /* bench_cluster.py's */
     struct spurclient *c = spurclient_new(&o);
     if (c == NULL)
         return 71;

@@ -39,7 +39,8 @@ FINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEM
 
 
 def cli(spurtest, cluster, work, *args, timeout=60):
-    env = dict(os.environ, SPUR_CONFIG=str(cluster.cfg_path), SPUR_CONTROLLER=cluster.hosts())
+    env = dict(os.environ, SPUR_CONFIG=str(cluster.cfg_path), SPUR_CONTROLLER=cluster.hosts(),
+               SPUR_JWT=cluster.token())
     return subprocess.run([str(spurtest.BUILD / "client" / args[0]), *map(str, args[1:])],
                           capture_output=True, text=True, env=env, timeout=timeout,
                           cwd=str(work))

@@ -58,9 +58,10 @@ def snapshot_lines(cluster):
     return out
 
 
-def squeue_wall(build, host, env_cfg):
+def squeue_wall(build, host, env_cfg, token):
     """Wall time and line count of `squeue -h -t all | wc -l` through one replica."""
-    env = dict(os.environ, SPUR_CONFIG=str(env_cfg), SPUR_CONTROLLER=host)
+    env = dict(os.environ, SPUR_CONFIG=str(env_cfg), SPUR_CONTROLLER=host,
+               SPUR_JWT=token)
     squeue = build / "client" / "squeue"
     t = time.perf_counter()
     p = subprocess.run(f"{squeue} -h -t all | wc -l", shell=True, capture_output=True,
@@ -97,7 +98,8 @@ def main():
         t = time.perf_counter()
         p = subprocess.run([str(bench), "--hosts", cluster.hosts(), "--cluster", "test",
                             "--clients", a.clients, "--jobs", str(a.jobs), "--name", "scale"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True,
+                           env=dict(os.environ, SPUR_JWT=cluster.token()))
         fill_s = time.perf_counter() - t
         if p.returncode != 0:
             print(p.stdout, p.stderr)
@@ -111,7 +113,8 @@ def main():
             if extra < 200:
                 subprocess.run([str(bench), "--hosts", cluster.hosts(), "--cluster", "test",
                                 "--clients", "1", "--jobs", "20", "--name", "scale"],
-                               capture_output=True, text=True, check=True)
+                               capture_output=True, text=True, check=True,
+                               env=dict(os.environ, SPUR_JWT=cluster.token()))
                 extra += 20
             time.sleep(0.2)
         snaps = snapshot_lines(cluster)
@@ -120,8 +123,9 @@ def main():
         rows = []
         for who, i in (("leader", leader), ("follower", follower)):
             for _ in range(a.squeue_runs):
-                rows.append((who, i) + squeue_wall(spurtest.BUILD, cluster.api(i), big_client))
-        default_try = squeue_wall(spurtest.BUILD, cluster.api(leader), cluster.cfg_path)
+                rows.append((who, i) + squeue_wall(spurtest.BUILD, cluster.api(i), big_client, cluster.token()))
+        default_try = squeue_wall(spurtest.BUILD, cluster.api(leader), cluster.cfg_path,
+                                  cluster.token())
         memory_row(cluster, "after squeue")
 
         print()

@@ -211,6 +211,9 @@ static struct spurclient *new_client(const struct options *o)
         .cluster_name = o->cluster,
         .timeout_ms = o->timeout_ms,
         .user = o->user,
+        /* The replicas want proof of who submits: a token (SPUR_JWT), as from scontrol
+         * token; run.py passes one. */
+        .token = getenv("SPUR_JWT"),
     };
     return spurclient_new(&so);
 }

@@ -37,7 +37,8 @@ def one_row(spurtest, bench, tmp, clients, a):
         p = subprocess.run([str(bench), "--hosts", cluster.hosts(), "--cluster", "test",
                             "--clients", str(clients), "--seconds", a.seconds,
                             "--warmup", a.warmup, "--script-bytes", a.script_bytes],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True,
+                           env=dict(__import__("os").environ, SPUR_JWT=cluster.token()))
         died = [i for i in range(1, 4) if cluster.replica(i).proc.poll() is not None]
         return leader, p, died
     finally:

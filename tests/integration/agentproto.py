@@ -10,6 +10,7 @@ import struct
 import threading
 import time
 
+import chanproto
 from spurtest import pb_decode, pb_field, pb_varint
 
 AGENT_PROTOCOL = 1
@@ -122,7 +123,10 @@ class Leader:
     """One connection to a spurd, as a leader keeps it. Pushed Ended reports are kept in
     self.ended (in arrival order) whatever call is waiting."""
 
-    def __init__(self, addr, cluster="test", timeout=10.0):
+    def __init__(self, addr, cluster="test", timeout=10.0, key=None):
+        """key: the cluster key file; the connection first proves it (chanproto.py) and
+        every frame after is sealed. None: a bare connection, for tests of what spurd
+        does with a peer that does not prove the key."""
         host, port = addr.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.cluster = cluster
@@ -130,6 +134,9 @@ class Leader:
         self.next_id = 1
         self.ended = []
         self.buf = b""
+        self.chan = None
+        if key is not None:
+            self.chan, self.buf = chanproto.connect(self.sock, key, cluster, "controller")
 
     def close(self):
         self.sock.close()
@@ -140,8 +147,8 @@ class Leader:
     def send(self, body_num, body, **kw):
         mid = self.next_id
         self.next_id += 1
-        self.send_raw(frame(msg(body_num, body, cluster=kw.pop("cluster", self.cluster),
-                                mid=mid, **kw)))
+        payload = msg(body_num, body, cluster=kw.pop("cluster", self.cluster), mid=mid, **kw)
+        self.send_raw(frame(self.chan.seal(payload) if self.chan else payload))
         return mid
 
     def recv(self, timeout=None):
@@ -152,6 +159,8 @@ class Leader:
                 n = struct.unpack(">I", self.buf[:4])[0]
                 if len(self.buf) >= 4 + n:
                     raw, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    if self.chan is not None and not raw.startswith(chanproto.MAGIC):
+                        raw = self.chan.open(raw)
                     m = decode_msg(raw)
                     if m["kind"] == "ended":
                         self.ended.append(m["body"])
@@ -210,10 +219,12 @@ class FakeController(threading.Thread):
     """Answers every client API request with OK (spur.api.Response), recording the
     RegisterNode requests it got as dicts. Binds 127.0.0.1 on a port the caller chose."""
 
-    def __init__(self, port, cluster="test"):
+    def __init__(self, port, cluster="test", key=None):
+        """key: the cluster key file spurd must prove (it always does)."""
         super().__init__(daemon=True)
         self.port = port
         self.cluster = cluster
+        self.key = key
         self.registered = []
         self.lock = threading.Lock()
         self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -236,7 +247,13 @@ class FakeController(threading.Thread):
     def serve(self, conn):
         conn.settimeout(30)
         buf = b""
+        chan = None
         with conn:
+            if self.key is not None:
+                try:
+                    chan, buf = chanproto.accept(conn, self.key, self.cluster, "controller")
+                except (OSError, EOFError, chanproto.ChanError):
+                    return
             while not self.stopping:
                 try:
                     chunk = conn.recv(65536)
@@ -247,7 +264,8 @@ class FakeController(threading.Thread):
                 buf += chunk
                 while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
                     n = struct.unpack(">I", buf[:4])[0]
-                    req, buf = pb_decode(buf[4:4 + n]), buf[4 + n:]
+                    raw, buf = buf[4:4 + n], buf[4 + n:]
+                    req = pb_decode(chan.open(raw) if chan else raw)
                     if req.get(50):
                         rn = pb_decode(req[50][0])
                         with self.lock:
@@ -257,7 +275,7 @@ class FakeController(threading.Thread):
                                 "from_agent": bool(_first(rn, 6))})
                     resp = (pb_field(1, 1) + pb_field(2, _first(req, 3)) + pb_field(8, 1)
                             + pb_field(9, self.cluster))
-                    conn.sendall(frame(resp))
+                    conn.sendall(frame(chan.seal(resp) if chan else resp))
 
     def stop(self):
         self.stopping = True

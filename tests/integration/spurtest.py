@@ -96,6 +96,15 @@ def short_dir(prefix="spur-"):
     return d
 
 
+# The key file of each client API address a test started (Cluster, Supervisor): api_call()
+# proves itself as root there with a token minted from it unless told otherwise.
+_API_KEYS = {}
+
+
+def register_api(addr, key_file):
+    _API_KEYS[addr] = str(key_file)
+
+
 def credential(token):
     """Request.credential (field 10) holding a token (Credential.token, field 2)."""
     return pb_field(10, pb_field(2, token))
@@ -305,6 +314,8 @@ class Supervisor:
                  wrapper=()):
         self.tmp = Path(tmp)
         self.cfg = cfg if cfg is not None else base_config(self.tmp)
+        if self.cfg.get("auth", {}).get("key_file") and self.cfg.get("controller", {}).get("listen"):
+            register_api(self.cfg["controller"]["listen"], self.cfg["auth"]["key_file"])
         self.cfg_path = write_config(self.tmp / f"{name}.yaml", **self.cfg)
         self.log_path = self.tmp / f"{name}.log"
         self.health_port = self.cfg.get("health", {}).get("port")
@@ -493,7 +504,8 @@ def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10
     code, error, cluster_name, leader_id, leader_hint, served_by, and result (the oneof
     field number and its bytes, or None). envelope: client_id, seq, user, local_read, as
     ints/strs. token: sent as the request's credential (a TCP connection needs one for
-    anything but a Ping). extra: raw fields appended to the envelope (e.g. a forged
+    anything but a Ping); None: root's, when a test started the replica at addr; False:
+    none. extra: raw fields appended to the envelope (e.g. a forged
     Request.caller)."""
     import random
     import struct
@@ -504,6 +516,8 @@ def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10
            + pb_field(5, envelope.get("client_id", 0)) + pb_field(6, envelope.get("seq", 0))
            + pb_field(8, envelope.get("user", "tester"))
            + pb_field(9, int(timeout * 1000)))
+    if token is None and addr in _API_KEYS and Path(_API_KEYS[addr]).exists():
+        token = mint_token(_API_KEYS[addr], "root")
     if token:
         req += credential(token)
     req += extra
@@ -591,10 +605,15 @@ def bare_env(**extra):
 
 def spur_without_config(*args, env=None, timeout=30, input=None):
     """Run a spur command (argv[0] picks it) with no configuration file reachable and no
-    SPUR_* variable but those in env."""
+    SPUR_* variable but those in env, and SPUR_JWT: root's token when SPUR_CONTROLLER
+    names a replica a test started and env gives none (no file: no local socket to find)."""
     cmd = [str(BUILD / "client" / args[0])] + [str(a) for a in args[1:]]
+    env = dict(env or {})
+    first = env.get("SPUR_CONTROLLER", "").split(",")[0]
+    if "SPUR_JWT" not in env and first in _API_KEYS and Path(_API_KEYS[first]).exists():
+        env["SPUR_JWT"] = mint_token(_API_KEYS[first], "root")
     return subprocess.run(without_config(cmd), capture_output=True, text=True,
-                          env=bare_env(**(env or {})), timeout=timeout, input=input)
+                          env=bare_env(**env), timeout=timeout, input=input)
 
 
 # ---- network namespaces ----------------------------------------------------------------
@@ -716,6 +735,8 @@ class Cluster:
                                     sockdir=self.sockdir, key_file=self.key_file, **over)
                      for i in range(n)]
         self._tokens = {}
+        for i, cfg in enumerate(self.cfgs):
+            register_api(cfg["controller"]["listen"], cfg["auth"]["key_file"])
         self.replicas = [None] * n
         self.generation = [0] * n
         self.cfg_path = write_config(self.tmp / "client.yaml", **self.cfgs[0])

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 import agentproto as ap
+import chanproto
+import spurtest
 from spurtest import SPURD, free_port, wait_until, write_config
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="spurd runs jobs as other users: root only")
@@ -53,6 +55,14 @@ def test_user():
         run_retrying(["userdel", name])
 
 
+def cluster_key(tmp):
+    """tmp/cluster.key, made on first use: what spurd and the fakes prove to each other."""
+    key = tmp / "cluster.key"
+    if not key.exists():
+        spurtest.new_key_file(key)
+    return key
+
+
 class Agent:
     """One spurd process with its own spool, config and log."""
 
@@ -62,9 +72,11 @@ class Agent:
         self.addr = f"127.0.0.1:{self.port}"
         self.node = node
         self.spool = tmp / f"spool-{node}"
+        self.key = cluster_key(tmp)
         self.cfg = write_config(
             tmp / f"spur-{node}.yaml", cluster_name="test",
             controller={"hosts": [f"127.0.0.1:{controller_port}"]},
+            auth={"key_file": str(self.key)},
             agent={"listen": self.addr, "spool_dir": str(self.spool), "node_name": node,
                    "cgroup": "none", "heartbeat_s": 1, "kill_wait_s": 2})
         self.args = ["--cpus", str(cpus), "--mem-mb", str(mem_mb)]
@@ -95,7 +107,7 @@ class Agent:
 
     def leader(self, term=1):
         """A new connection that has pinged with term; the Pong is in .pong."""
-        conn = ap.Leader(self.addr)
+        conn = ap.Leader(self.addr, key=self.key)
         conn.pong = conn.ping(term)
         return conn
 
@@ -113,8 +125,8 @@ class Agent:
 
 
 @pytest.fixture
-def controller():
-    c = ap.FakeController(free_port())
+def controller(tmp_path):
+    c = ap.FakeController(free_port(), key=cluster_key(tmp_path))
     c.start()
     yield c
     c.stop()
@@ -168,7 +180,7 @@ def test_job_runs_as_user_reports_exit_code_and_resends_until_acked(agent, test_
     conn.close()
 
     # Not acknowledged: a new connection gets it again, before the Pong, listed as ended.
-    again = ap.Leader(agent.addr)
+    again = ap.Leader(agent.addr, key=agent.key)
     mid = again.send(ap.PING, ap.ping(2))
     first = again.recv()
     assert first["kind"] == "ended" and first["body"]["job_id"] == 11
@@ -221,7 +233,7 @@ def test_launch_on_a_connection_of_a_lower_term_is_refused(agent, test_user):
     assert not r["ok"] and "stale leader" in r["error"] and not r["node_fault"], r
     assert not (agent.spool / "jobs" / "13.1").exists()
     # A connection that never pinged has term 0: refused too.
-    bare = ap.Leader(agent.addr)
+    bare = ap.Leader(agent.addr, key=agent.key)
     r = bare.call(ap.LAUNCH, ap.launch(13, 1, spec_for(test_user, "true"), [agent.node]))
     assert not r["ok"] and "stale leader" in r["error"], r
     # The term survives a restart of spurd.
@@ -303,6 +315,24 @@ def test_monitor_killed_while_spurd_was_down_is_reported_killed(agent, test_user
     conn.close()
 
 
+def test_a_leader_must_prove_the_cluster_key(agent, tmp_path):
+    """A Launch from a connection that did not prove the key is never read, and a leader
+    holding another key is refused with the reason, on both sides; spurd serves on."""
+    with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as bare:
+        bare.sendall(ap.frame(ap.msg(ap.PING, ap.ping(1))))
+        payload, _ = chanproto.read_frame(bare)  # the refusal, a handshake frame
+        assert payload.startswith(chanproto.MAGIC)
+        with pytest.raises(EOFError):
+            chanproto.read_frame(bare)  # then closed
+    other = tmp_path / "other.key"
+    spurtest.new_key_file(other)
+    with pytest.raises(chanproto.ChanError, match="no common cluster key"):
+        ap.Leader(agent.addr, key=other)
+    wait_until(lambda: "no common cluster key" in agent.log(), 5, what="spurd's log line")
+    conn = agent.leader()
+    assert conn.pong["node_name"] == "n1"
+
+
 def test_bad_frames_get_an_error_and_a_close_and_spurd_serves_on(agent):
     def expect_error_then_close(conn, word):
         m = conn.recv()
@@ -311,19 +341,26 @@ def test_bad_frames_get_an_error_and_a_close_and_spurd_serves_on(agent):
             conn.recv(timeout=5)
         conn.close()
 
-    c = ap.Leader(agent.addr)
-    c.send_raw(ap.frame(b"\xff\xff\xff\xff garbage"))
+    c = ap.Leader(agent.addr, key=agent.key)
+    c.send_raw(ap.frame(c.chan.seal(b"\xff\xff\xff\xff garbage")))
     expect_error_then_close(c, "decode")
-    c = ap.Leader(agent.addr)
+    # The same bytes unsealed (or sealed under another key) are never decoded: closed.
+    c = ap.Leader(agent.addr, key=agent.key)
+    c.send_raw(ap.frame(b"\xff\xff\xff\xff garbage" + bytes(24)))
+    with pytest.raises((ap.Closed, chanproto.ChanError, ValueError, KeyError)):
+        while True:
+            c.recv(timeout=5)
+    c.close()
+    c = ap.Leader(agent.addr, key=agent.key)
     c.send_raw(struct.pack(">I", 1 << 30))
     expect_error_then_close(c, "limit")
-    c = ap.Leader(agent.addr)
+    c = ap.Leader(agent.addr, key=agent.key)
     c.send(ap.PING, ap.ping(1), cluster="other")
     expect_error_then_close(c, "cluster")
-    c = ap.Leader(agent.addr)
+    c = ap.Leader(agent.addr, key=agent.key)
     c.send(ap.PING, ap.ping(1), version=9)
     expect_error_then_close(c, "version")
-    c = ap.Leader(agent.addr)
+    c = ap.Leader(agent.addr, key=agent.key)
     c.send(ap.PONG, b"")
     expect_error_then_close(c, "type")
     with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
@@ -345,9 +382,15 @@ def test_random_frames_never_crash_spurd(agent):
         return bytes(rnd.getrandbits(8) for _ in range(n))
 
     for i in range(300):
-        with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
+        # Most on a connection that proved the key (sealed frames reach the decoder),
+        # some bare (refused at the handshake).
+        proven = rnd.random() < 0.8
+        conn = ap.Leader(agent.addr, key=agent.key if proven else None)
+        seal = conn.chan.seal if proven else (lambda b: b)
+        s = conn.sock
+        with s:
             if rnd.random() < 0.5:
-                s.sendall(ap.frame(ap.msg(ap.PING, ap.ping(rnd.randint(0, 3)))))
+                s.sendall(ap.frame(seal(ap.msg(ap.PING, ap.ping(rnd.randint(0, 3))))))
             kind = rnd.choice([ap.PING, ap.LAUNCH, ap.SIGNAL, ap.ENDED_ACK, ap.PONG, 99])
             body = junk(rnd.randint(0, 60))
             if rnd.random() < 0.3:
@@ -355,7 +398,10 @@ def test_random_frames_never_crash_spurd(agent):
                                  ["n1"] if rnd.random() < 0.5 else [],
                                  node_index=rnd.randint(0, 2))
             m = ap.msg(kind, body) if rnd.random() < 0.8 else junk(rnd.randint(0, 80))
-            s.sendall(ap.frame(m))
+            try:
+                s.sendall(ap.frame(seal(m)))
+            except OSError:
+                pass
             s.settimeout(0.3)  # an EndedAck gets no answer
             try:
                 s.recv(65536)
@@ -404,7 +450,7 @@ def test_registration_is_retried_until_a_controller_answers(tmp_path):
         wait_until(lambda: a.log().count("registration failed") >= 2, 15, interval=0.1,
                    what="two failed registrations")
         assert 'msg="serving"' not in a.log()
-        c = ap.FakeController(port)
+        c = ap.FakeController(port, key=cluster_key(tmp_path))
         c.start()
         try:
             wait_until(lambda: 'msg="serving"' in a.log(), 40, interval=0.1, what="serving")

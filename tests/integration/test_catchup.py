@@ -140,7 +140,7 @@ def test_a_full_uncommitted_window_answers_busy_and_loses_no_acknowledged_job(cl
     procs = []
     try:
         env = dict(os.environ, SPUR_CONFIG=str(c.cfg_path), SPUR_CONTROLLER=c.api(lid),
-                   SPUR_TIMEOUT_MS="15000")
+                   SPUR_TIMEOUT_MS="15000", SPUR_JWT=c.token())
         sbatch = str(spurtest.BUILD / "client" / "sbatch")
         for k in range(24):
             procs.append(subprocess.Popen([sbatch, "--wrap=true", "-J", f"cap{k}"], env=env,

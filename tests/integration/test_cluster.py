@@ -183,7 +183,7 @@ def test_a_corrupted_middle_of_the_log_refuses_to_start_with_65(cluster3):
 def _fourth_replica(c, tmp_path, node_id=4):
     """A replica whose configuration lists itself and the three members."""
     ports = c.ports + [{k: free_port() for k in ("api", "raft", "health", "metrics")}]
-    cfg = cluster_config(tmp_path, 4, node_id, ports)
+    cfg = cluster_config(tmp_path, 4, node_id, ports, sockdir=c.sockdir, key_file=c.key_file)
     return Supervisor(tmp_path, cfg=cfg, name=f"n{node_id}"), ports[node_id - 1]
 
 
@@ -271,14 +271,18 @@ def test_garbage_and_foreign_peers_are_refused_and_the_cluster_stays_up(cluster3
         s.sendall(b"\x7f\xff\xff\xff" + os.urandom(64))
         s.settimeout(5)
         assert s.recv(100) == b""  # closed
-    # 2. A well-framed but undecodable handshake.
+    # 2. A well-framed frame that is no cluster-key hello: the refusal says so (a
+    #    handshake frame with the error), then the connection closes.
     with socket.create_connection(("127.0.0.1", raft_port), timeout=5) as s:
         s.sendall(struct.pack(">I", 16) + b"\xff" * 16)
         s.settimeout(5)
-        assert s.recv(100) == b""
+        got = spurtest.recv_until_closed(s)
+        assert got == b"" or (got[4:8] == b"\x00SC1" and b"magic" in got), got
     # 3. A replica of another cluster pointed at these peers.
     ports = c.ports + [{k: free_port() for k in ("api", "raft", "health", "metrics")}]
-    cfg = cluster_config(tmp_path / "other", 4, 4, ports, cluster_name="other")
+    # With this cluster's key: what it is refused for is the cluster name alone.
+    cfg = cluster_config(tmp_path / "other", 4, 4, ports, cluster_name="other",
+                         sockdir=spurtest.short_dir(), key_file=c.key_file)
     (tmp_path / "other").mkdir()
     foreign = Supervisor(tmp_path / "other", cfg=cfg, name="foreign")
     try:
@@ -383,7 +387,7 @@ def test_snapshots_compact_the_log_and_a_wiped_replica_catches_up_from_one(clust
     writer = spurtest.BUILD / "bench" / "cluster" / "bench-writer"
     import subprocess
     out = subprocess.run([str(writer), c.hosts(), "test", "3000"], capture_output=True,
-                         text=True, timeout=60).stdout
+                         text=True, timeout=60, env=dict(os.environ, SPUR_JWT=c.token())).stdout
     acked = sum(1 for line in out.splitlines() if line.endswith(" 1"))
     assert acked > 250, acked
     lid = c.leader()

@@ -126,6 +126,14 @@ class Pods:
         self.conf = Path(tmp) / "spur.yaml"
         self.conf.write_text(cm["data"]["spur.yaml"])
         self.conf.chmod(0o644)
+        # The cluster key as the kubelet mounts the Secret under the pod's fsGroup
+        # (statefulset.yaml): root:10001, mode 0440, one file in a directory of its own.
+        self.keydir = Path(tmp) / "spur-key"
+        self.keydir.mkdir()
+        self.key = self.keydir / "spur.key"
+        spurtest.new_key_file(self.key)
+        os.chown(self.key, 0, 10001)
+        os.chmod(self.key, 0o440)
         self.grace_ms = yaml.safe_load(cm["data"]["spur.yaml"])["supervisor"]["shutdown_grace_ms"]
 
     def create(self):
@@ -142,6 +150,9 @@ class Pods:
              "--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL",
              "--security-opt", "no-new-privileges",
              "-v", f"{self.conf}:/etc/spur/spur.yaml:ro", "-v", f"{self.vols[i]}:/var/spool/spur",
+             "-v", f"{self.keydir}:/etc/spur-key:ro",
+             # The pod's emptyDir for the local socket (a kubelet makes it 0777).
+             "--tmpfs", "/run/spurctld:rw,mode=0777",
              *runtime_args(), self.image], timeout=120)
 
     def exec(self, i, *cmd, timeout=30, env=None):
@@ -168,10 +179,16 @@ class Pods:
     def cli(self, i, *args, timeout=40, only_self=True):
         """The CLI inside container i, talking to its own replica (which forwards writes
         to the leader) or, with only_self=False, to every replica by name."""
-        hosts = ("127.0.0.1:6817" if only_self else
-                 ",".join(f"spurctld-{k}.spurctld:6817" for k in range(N)))
-        return self.exec(i, *args, timeout=timeout,
-                         env={"SPUR_CONTROLLER": hosts, "SPUR_TIMEOUT_MS": "20000"})
+        if only_self:
+            # The CLI finds its replica's local socket by itself (controller.socket).
+            env = {"SPUR_TIMEOUT_MS": "20000"}
+        else:
+            # By name over TCP, as users on other hosts do: with a token (SPUR_JWT) for
+            # the image's user, an operator in the ConfigMap (controller.admin_users).
+            env = {"SPUR_CONTROLLER": ",".join(f"spurctld-{k}.spurctld:6817" for k in range(N)),
+                   "SPUR_JWT": spurtest.mint_token(self.key, "spur"),
+                   "SPUR_TIMEOUT_MS": "20000"}
+        return self.exec(i, *args, timeout=timeout, env=env)
 
     def status(self, i):
         p = self.cli(i, "scontrol", "raft", "status", "--json", timeout=30, only_self=True)

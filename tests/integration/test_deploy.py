@@ -561,6 +561,9 @@ def test_probe_paths_are_served(tmp_path):
     cfg["raft"]["listen"] = f"127.0.0.1:{raft}"
     cfg["health"].update(bind="loopback", port=health)
     cfg["metrics"].update(port=metrics)
+    # The manifest's key file and socket live in the pod's volumes: private ones here.
+    cfg.setdefault("auth", {})["key_file"] = str(tmp_path / "spur.key")
+    cfg["controller"]["socket"] = str(spurtest.short_dir() / "api.sock")
     f = tmp_path / "spur.yaml"
     f.write_text(yaml.safe_dump(cfg, sort_keys=False))
     with running([str(SPURCTLD), "-f", str(f)], tmp_path / "log", f"{tmp_path}/"):
@@ -1023,9 +1026,17 @@ def test_local_cluster_example_forms_a_cluster(tmp_path):
         # real local cluster.
         raft = [f"127.0.0.1:{ports[4 * k]}" for k in range(3)]
         api = [f"127.0.0.1:{ports[4 * k + 1]}" for k in range(3)]
+        # Step 0 of the README: one cluster key for all three, made by spurctld keygen.
+        key = tmp_path / "spur.key"
+        r = subprocess.run([str(SPURCTLD), "keygen", str(key)], capture_output=True, text=True,
+                           timeout=WAIT)
+        assert r.returncode == 0, r.stderr
+        sockdir = spurtest.short_dir()
         for k, cfg in enumerate(cfgs):
             cfg["controller"].update(listen=api[k], peers=raft, hosts=api,
-                                     state_dir=str(tmp_path / f"n{k + 1}"))
+                                     state_dir=str(tmp_path / f"n{k + 1}"),
+                                     socket=str(sockdir / f"n{k + 1}.sock"))
+            cfg["auth"]["key_file"] = str(key)
             cfg["raft"]["listen"] = raft[k]
             cfg["health"]["port"] = ports[4 * k + 2]
             cfg["metrics"]["port"] = ports[4 * k + 3]
@@ -1037,7 +1048,10 @@ def test_local_cluster_example_forms_a_cluster(tmp_path):
         for k in range(3):
             wait_until(lambda k=k: try_get(ports[4 * k + 2], "/readyz") == (200, "ok\n"),
                        what=f"replica {k + 1} ready")
+        # No SPUR_CONTROLLER: the CLI uses n1's local socket, as the README's commands do.
         env = dict(os.environ, SPUR_CONFIG=str(tmp_path / "n1.yaml"))
+        env.pop("SPUR_CONTROLLER", None)
+        env.pop("SPUR_JWT", None)
         r = subprocess.run([str(BUILD / "client" / "sinfo"), "-h", "-o", "%P"],
                            capture_output=True, text=True, env=env, timeout=WAIT)
         assert r.returncode == 0, r.stderr

@@ -619,6 +619,10 @@ def test_the_local_cluster_example_runs_a_job(tmp_path):
         pytest.skip(f"{spurtest.SPURD} is not built")
     ex = spurtest.REPO / "examples" / "local-cluster"
     cfgs = [yaml.safe_load((ex / f"n{k}.yaml").read_text()) for k in (1, 2, 3)]
+    key = tmp_path / "spur.key"  # step 0 of the README: spurctld keygen
+    subprocess.run([str(spurtest.SPURCTLD), "keygen", str(key)], check=True,
+                   capture_output=True, timeout=30)
+    sockdir = spurtest.short_dir()
     assert [c["agent"]["node_name"] for c in cfgs[:2]] == ["cn1", "cn2"]
     assert len({(c["agent"]["heartbeat_s"], c["agent"]["node_timeout_s"]) for c in cfgs}) == 1
     ports = [{k: spurtest.free_port() for k in ("api", "raft", "health", "metrics", "agent")}
@@ -628,7 +632,9 @@ def test_the_local_cluster_example_runs_a_job(tmp_path):
     paths = []
     for k, cfg in enumerate(cfgs):
         cfg["controller"].update(listen=api[k], peers=raft, hosts=api,
-                                 state_dir=str(tmp_path / f"n{k + 1}"))
+                                 state_dir=str(tmp_path / f"n{k + 1}"),
+                                 socket=str(sockdir / f"n{k + 1}.sock"))
+        cfg["auth"]["key_file"] = str(key)
         cfg["raft"]["listen"] = raft[k]
         cfg["health"]["port"] = ports[k]["health"]
         cfg["metrics"]["port"] = ports[k]["metrics"]

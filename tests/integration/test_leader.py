@@ -22,6 +22,7 @@ import time
 import pytest
 
 import spurtest
+import chanproto
 from agentproto import (ENDED, ENDED_ACK, LAUNCH, LAUNCH_REPLY, PING, PONG, SIGNAL,
                         SIGNAL_REPLY, frame, msg, sub)
 from spurtest import pb_decode, pb_field, wait_until
@@ -37,10 +38,12 @@ class FakeAgent(threading.Thread):
     """A node agent that runs nothing. running: {(job, attempt): ended}; reports: the Ended
     reports not acknowledged yet (pushed before every Pong, as spurd does)."""
 
-    def __init__(self, node, cluster="test"):
+    def __init__(self, node, cluster="test", key=None):
         super().__init__(daemon=True)
         self.node = node
         self.cluster = cluster
+        self.key = key  # the cluster key file the leader must prove (chanproto.py)
+        self.chans = {}
         self.lock = threading.Lock()
         self.running = {}
         self.reports = {}
@@ -84,7 +87,14 @@ class FakeAgent(threading.Thread):
             self.conns = []
 
     def send(self, conn, num, body, mid=0):
-        conn.sendall(frame(msg(num, body, cluster=self.cluster, mid=mid)))
+        payload = msg(num, body, cluster=self.cluster, mid=mid)
+        with self.lock:
+            ch = self.chans.get(conn)
+            if ch is not None:
+                payload = ch.seal(payload)  # under the lock: one sequence per connection
+                conn.sendall(frame(payload))
+                return
+        conn.sendall(frame(payload))
 
     def ended_body(self, r):
         return (pb_field(1, r["job_id"]) + pb_field(2, r["attempt"]) + pb_field(3, self.node)
@@ -145,8 +155,13 @@ class FakeAgent(threading.Thread):
                 with self.lock:
                     self.running[(r["job_id"], r["attempt"])] = True
                     self.reports[(r["job_id"], r["attempt"])] = r
-                conn.sendall(frame(msg(LAUNCH_REPLY, body, cluster=self.cluster, mid=mid))
-                             + frame(msg(ENDED, self.ended_body(r), cluster=self.cluster)))
+                reply = msg(LAUNCH_REPLY, body, cluster=self.cluster, mid=mid)
+                ended = msg(ENDED, self.ended_body(r), cluster=self.cluster)
+                with self.lock:
+                    ch = self.chans.get(conn)
+                    if ch is not None:
+                        reply, ended = ch.seal(reply), ch.seal(ended)
+                    conn.sendall(frame(reply) + frame(ended))
                 return
             self.send(conn, LAUNCH_REPLY, body, mid)
         elif m.get(SIGNAL):
@@ -169,8 +184,17 @@ class FakeAgent(threading.Thread):
                 self.running.pop(key, None)
 
     def serve(self, conn):
-        conn.settimeout(0.5)
         buf = b""
+        ch = None
+        if self.key is not None:
+            conn.settimeout(5)
+            try:
+                ch, buf = chanproto.accept(conn, self.key, self.cluster, "agent")
+            except (OSError, EOFError, chanproto.ChanError):
+                return
+            with self.lock:
+                self.chans[conn] = ch
+        conn.settimeout(0.5)
         while not self.stopping:
             try:
                 chunk = conn.recv(65536)
@@ -183,7 +207,11 @@ class FakeAgent(threading.Thread):
             buf += chunk
             while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
                 n = struct.unpack(">I", buf[:4])[0]
-                m, buf = pb_decode(buf[4:4 + n]), buf[4 + n:]
+                raw, buf = buf[4:4 + n], buf[4 + n:]
+                try:
+                    m = pb_decode(ch.open(raw) if ch else raw)
+                except chanproto.ChanError:
+                    return
                 try:
                     self.answer(conn, m)
                 except OSError:
@@ -195,7 +223,7 @@ def start(tmp_path, n, agent_name="fa1"):
     fake agent (that calls itself agent_name); yields (cluster, agent) and stops both."""
     c = spurtest.Cluster(tmp_path, n=n, agent={"heartbeat_s": 1, "node_timeout_s": 4,
                                                "kill_wait_s": 2})
-    agent = FakeAgent(agent_name)
+    agent = FakeAgent(agent_name, key=c.key_file)
     agent.start()
     try:
         c.start_all()

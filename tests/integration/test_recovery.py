@@ -99,7 +99,8 @@ def bulk_write(c, ms):
     """Submit tiny jobs back to back for ms milliseconds; returns how many were acked."""
     writer = spurtest.BUILD / "bench" / "cluster" / "bench-writer"
     out = subprocess.run([str(writer), c.hosts(), "test", str(ms)], capture_output=True,
-                         text=True, timeout=ms / 1000 + 30).stdout
+                         text=True, timeout=ms / 1000 + 30,
+                         env=dict(os.environ, SPUR_JWT=c.token())).stdout
     return sum(1 for line in out.splitlines() if line.endswith(" 1"))
 
 
