@@ -151,9 +151,18 @@ class Pods:
              "--security-opt", "no-new-privileges",
              "-v", f"{self.conf}:/etc/spur/spur.yaml:ro", "-v", f"{self.vols[i]}:/var/spool/spur",
              "-v", f"{self.keydir}:/etc/spur-key:ro",
-             # The pod's emptyDir for the local socket (a kubelet makes it 0777).
-             "--tmpfs", "/run/spurctld:rw,mode=0777",
+             # The pod's emptyDir for the local socket: a directory on the host, mode 0777
+             # as a kubelet makes it, that outlives a restart of the container (so the
+             # restarted replica finds its predecessor's socket and replaces it).
+             "-v", f"{self.rundir(i)}:/run/spurctld",
              *runtime_args(), self.image], timeout=120)
+
+    def rundir(self, i):
+        d = self.keydir.parent / f"run-{i}"
+        if not d.exists():
+            d.mkdir()
+            os.chmod(d, 0o777)
+        return d
 
     def exec(self, i, *cmd, timeout=30, env=None):
         e = []
