@@ -254,14 +254,9 @@ class FakeController(threading.Thread):
                     chan, buf = chanproto.accept(conn, self.key, self.cluster, "controller")
                 except (OSError, EOFError, chanproto.ChanError):
                     return
+            # The handshake may have read the first request with the proof: the frames
+            # already in buf are answered before waiting for more.
             while not self.stopping:
-                try:
-                    chunk = conn.recv(65536)
-                except OSError:
-                    return
-                if not chunk:
-                    return
-                buf += chunk
                 while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
                     n = struct.unpack(">I", buf[:4])[0]
                     raw, buf = buf[4:4 + n], buf[4 + n:]
@@ -276,6 +271,13 @@ class FakeController(threading.Thread):
                     resp = (pb_field(1, 1) + pb_field(2, _first(req, 3)) + pb_field(8, 1)
                             + pb_field(9, self.cluster))
                     conn.sendall(frame(chan.seal(resp) if chan else resp))
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                buf += chunk
 
     def stop(self):
         self.stopping = True

@@ -92,8 +92,12 @@ class Agent:
                                      start_new_session=True)
         if wait:
             try:
-                wait_until(lambda: 'msg="serving"' in self.log() or self.proc.poll() is not None,
-                           20, interval=0.05, what="spurd serving")
+                try:
+                    wait_until(lambda: 'msg="serving"' in self.log()
+                               or self.proc.poll() is not None,
+                               20, interval=0.05, what="spurd serving")
+                except TimeoutError as e:
+                    raise TimeoutError(f"{e}; spurd's log:\n{self.log()}") from None
                 assert self.proc.poll() is None, self.log()
             except BaseException:
                 self.stop(signal.SIGKILL)  # a fixture that fails leaves no spurd behind
@@ -453,7 +457,11 @@ def test_registration_is_retried_until_a_controller_answers(tmp_path):
         c = ap.FakeController(port, key=cluster_key(tmp_path))
         c.start()
         try:
-            wait_until(lambda: 'msg="serving"' in a.log(), 40, interval=0.1, what="serving")
+            try:
+                wait_until(lambda: 'msg="serving"' in a.log(), 40, interval=0.1,
+                           what="serving")
+            except TimeoutError as e:
+                raise TimeoutError(f"{e}; spurd's log:\n{a.log()}") from None
             assert c.registered and c.registered[0]["from_agent"]
         finally:
             c.stop()

@@ -340,6 +340,8 @@ class FrameProxy(threading.Thread):
                 a, _ = self.lsock.accept()
             except socket.timeout:
                 continue
+            except OSError:
+                return  # close() closed the listener
             try:
                 b = socket.create_connection(("127.0.0.1", self.target), timeout=5)
             except OSError:

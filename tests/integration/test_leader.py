@@ -195,16 +195,9 @@ class FakeAgent(threading.Thread):
             with self.lock:
                 self.chans[conn] = ch
         conn.settimeout(0.5)
+        # The handshake may have read the first message with the proof: the frames already
+        # in buf are answered before waiting for more.
         while not self.stopping:
-            try:
-                chunk = conn.recv(65536)
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            if not chunk:
-                return
-            buf += chunk
             while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
                 n = struct.unpack(">I", buf[:4])[0]
                 raw, buf = buf[4:4 + n], buf[4 + n:]
@@ -216,6 +209,15 @@ class FakeAgent(threading.Thread):
                     self.answer(conn, m)
                 except OSError:
                     return
+            try:
+                chunk = conn.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            buf += chunk
 
 
 def start(tmp_path, n, agent_name="fa1"):
