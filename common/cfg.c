@@ -124,6 +124,9 @@ static const struct key top_keys[] = {
     {"agent.cgroup", K_STR, OFF(agent.cgroup), 0, 0, check_cgroup_mode},
     {"accounting", K_MAP, 0, 0, 0, NULL},
     {"accounting.database_url", K_STR, OFF(accounting.database_url), 0, 0, NULL},
+    {"accounting.password_file", K_STR, OFF(accounting.password_file), 0, 0, check_opt_abs_path},
+    {"accounting.batch_size", K_U32, OFF(accounting.batch_size), 1, 10000, NULL},
+    {"accounting.retry_max_ms", K_U32, OFF(accounting.retry_max_ms), 100, 600000, NULL},
     {"log", K_MAP, 0, 0, 0, NULL},
     {"log.level", K_STR, OFF(log.level), 0, 0, check_log_level},
     {"partitions", K_PARTITIONS, 0, 0, CFG_MAX_PARTITIONS, NULL},
@@ -206,6 +209,7 @@ void cfg_free(struct cfg *c)
     free(c->agent.node_name);
     free(c->agent.cgroup);
     free(c->accounting.database_url);
+    free(c->accounting.password_file);
     free(c->log.level);
     for (size_t i = 0; i < c->npartitions; i++)
         partition_free(&c->partitions[i]);
@@ -284,6 +288,9 @@ int cfg_defaults(struct cfg *c)
     c->agent.kill_wait_s = 30;
     c->agent.cgroup = xstrdup("auto");
     c->accounting.database_url = xstrdup("");
+    c->accounting.password_file = xstrdup("");
+    c->accounting.batch_size = 500;
+    c->accounting.retry_max_ms = 30000;
     c->log.level = xstrdup("info");
     c->partitions = calloc(1, sizeof(struct cfg_partition));
     if (c->partitions == NULL)
@@ -298,7 +305,7 @@ int cfg_defaults(struct cfg *c)
         !c->controller.hosts[0] || !c->raft.listen || !c->health.bind || !c->metrics.bind ||
         !c->agent.listen || !c->agent.address || !c->agent.spool_dir || !c->agent.node_name ||
         !c->agent.cgroup || !c->controller.socket || !c->controller.admin_group ||
-        !c->auth.key_file || !c->auth.next_key_file || !c->auth.munge || !c->auth.munge_socket || !c->accounting.database_url || !c->log.level || !c->partitions[0].name ||
+        !c->auth.key_file || !c->auth.next_key_file || !c->auth.munge || !c->auth.munge_socket || !c->accounting.database_url || !c->accounting.password_file || !c->log.level || !c->partitions[0].name ||
         !c->partitions[0].nodes)
         return -1;
     return 0;
@@ -1567,6 +1574,10 @@ void cfg_print(FILE *out, const struct cfg *c)
     print_str(out, c->agent.cgroup);
     fputs("\naccounting:\n  database_url: ", out);
     print_str(out, c->accounting.database_url);
+    fputs("\n  password_file: ", out);
+    print_str(out, c->accounting.password_file);
+    fprintf(out, "\n  batch_size: %u\n  retry_max_ms: %u", c->accounting.batch_size,
+            c->accounting.retry_max_ms);
     fputs("\nlog:\n  level: ", out);
     print_str(out, c->log.level);
     fputs("\npartitions:\n", out);

@@ -132,7 +132,10 @@ struct cfg {
         char *cgroup;            /* "auto", "v2" or "none": how jobs are confined */
     } agent;
     struct {
-        char *database_url;
+        char *database_url;   /* libpq connection string or URI; "": no database */
+        char *password_file;  /* "": none (libpq's PGPASSFILE / ~/.pgpass still apply) */
+        uint32_t batch_size;  /* records per export transaction */
+        uint32_t retry_max_ms;/* the reconnect back-off grows to this */
     } accounting;
     struct {
         char *level; /* debug, info, warn, error */

@@ -71,10 +71,13 @@
  *      Request.caller) and apply enforces job ownership: cancel, cancel_jobs, hold and
  *      release of another user's job by a non-operator are refused (CODE_DENIED). Version
  *      1 entries still apply without that check, so an old log replays as it applied.
+ *   3: accounting: SetSettings.accounting turns the outbox on (job events append
+ *      AcctRecords), and AcctTrim removes what the exporter wrote. A log of versions 1-2
+ *      never turns accounting on, so it replays as it applied.
  */
-#define FSM_COMMAND_VERSION 2
-/* SnapshotHeader.format_version this build writes and reads. */
-#define FSM_SNAPSHOT_VERSION 1
+#define FSM_COMMAND_VERSION 3
+/* SnapshotHeader.format_version this build writes; it reads 1 (no outbox) and 2. */
+#define FSM_SNAPSHOT_VERSION 2
 /* Longest error line in a reply or from an encoder, NUL included. */
 #define FSM_ERR_MAX 256
 /* Longest node name (fsm_nodes.h FSM_NAME_MAX). */
@@ -213,6 +216,7 @@ struct fsm_partition_conf {
 struct fsm_settings_conf {
     uint32_t finished_job_retention_s;
     uint32_t max_script_bytes;
+    bool accounting; /* accounting.database_url is set: keep an outbox of job records */
 };
 
 bool fsm_partitions_differ(const struct fsm *f, const struct fsm_partition_conf *parts, size_t n);
@@ -309,6 +313,67 @@ void fsm_events_enable(struct fsm *f, bool on);
 int fsm_events_take(struct fsm *f, struct fsm_events *out);
 void fsm_events_free(struct fsm_events *ev);
 
+/* ---- accounting: the outbox (docs/accounting.md) ----------------------------------------- */
+
+/*
+ * While the replicated setting `accounting` is on (SetSettings, version 3), each job event
+ * that accounting keeps appends one AcctRecord (proto/fsm.proto) to the outbox, at apply,
+ * deterministically: seq is a replicated counter (the first record is 1, never reused),
+ * time_ms the log clock, job the job's AcctJob row after the event (no script, no
+ * environment). The outbox is part of the snapshot. AcctTrim{through_seq} drops every
+ * record with seq <= through_seq (a trim beyond the last record drops them all and is
+ * not an error; one that drops nothing changes nothing). Turning accounting off stops
+ * appending; the records already there stay until trimmed.
+ */
+enum fsm_acct_event {
+    FSM_ACCT_SUBMIT = 1,  /* accepted: PENDING (or held) */
+    FSM_ACCT_START = 2,   /* RUNNING on its nodes (start time, node list, allocated CPUs) */
+    FSM_ACCT_END = 3,     /* a final state: COMPLETED, FAILED, CANCELLED, TIMEOUT, ... */
+    FSM_ACCT_REQUEUE = 4, /* back to PENDING (requeue after a node failure, failed launch) */
+};
+
+/* One record of the outbox, borrowed from the state until the next apply/restore/free. */
+struct fsm_acct_view {
+    uint64_t seq;
+    uint64_t time_ms;
+    const uint8_t *bytes; /* the packed spur.fsm.AcctRecord */
+    size_t len;
+};
+
+struct fsm_acct_stats {
+    bool enabled;        /* the replicated setting */
+    uint64_t records;    /* in the outbox */
+    size_t bytes;        /* their packed size */
+    uint64_t first_seq;  /* oldest record's seq, 0: empty */
+    uint64_t last_seq;   /* newest record's seq, 0: empty */
+    uint64_t oldest_ms;  /* oldest record's time_ms, 0: empty */
+    uint64_t next_seq;   /* what the next record gets */
+};
+
+void fsm_acct_get_stats(const struct fsm *f, struct fsm_acct_stats *out);
+/* Up to max records with seq > after_seq, in seq order, into out[]; returns how many. */
+size_t fsm_acct_records(const struct fsm *f, uint64_t after_seq, struct fsm_acct_view *out,
+                        size_t max);
+/* The AcctTrim entry. FSM_OK with *out malloc'd, or FSM_ENOMEM. */
+int fsm_encode_acct_trim(uint64_t through_seq, uint64_t time_ms, uint8_t **out, size_t *len);
+
+/*
+ * sacct from the replicated state: every job held (pending, running, and finished ones not
+ * yet purged) and, for jobs no longer held, the newest outbox record of each, that matches
+ * q (AcctQueryRequest's rules: every filter given must hold; start_ms: not ended before it;
+ * end_ms: submitted before it), as AcctJob rows by job id, at most limit (0: 100000),
+ * truncated set when more matched. The rows and their strings belong to out (free with
+ * fsm_acct_result_free).
+ */
+struct fsm_acct_result {
+    Spur__Api__AcctJob **jobs;
+    size_t n;
+    bool truncated;
+    void *priv;
+};
+int fsm_acct_query(const struct fsm *f, const Spur__Api__AcctQueryRequest *q,
+                   struct fsm_acct_result *out);
+void fsm_acct_result_free(struct fsm_acct_result *r);
 /* ---- metrics ------------------------------------------------------------------------------ */
 
 struct fsm_stats {

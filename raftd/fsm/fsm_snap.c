@@ -228,8 +228,8 @@ static int read_header(struct reader *rd, const uint8_t *p, size_t len)
     if (h == NULL)
         return bad(rd, "the header does not decode");
     rd->header = h;
-    if (h->format_version != FSM_SNAPSHOT_VERSION)
-        return bad(rd, "format version %u; this build reads %d", h->format_version,
+    if (h->format_version < 1 || h->format_version > FSM_SNAPSHOT_VERSION)
+        return bad(rd, "format version %u; this build reads 1 to %d", h->format_version,
                    FSM_SNAPSHOT_VERSION);
     if (h->next_job_id == 0)
         return bad(rd, "the next job id is 0");

@@ -114,6 +114,9 @@ static void assert_cfg_equal(const struct cfg *a, const struct cfg *b)
     ck_assert_uint_eq(a->supervisor.kill_timeout_ms, b->supervisor.kill_timeout_ms);
     ck_assert_uint_eq(a->supervisor.shutdown_grace_ms, b->supervisor.shutdown_grace_ms);
     ck_assert_str_eq(a->accounting.database_url, b->accounting.database_url);
+    ck_assert_str_eq(a->accounting.password_file, b->accounting.password_file);
+    ck_assert_uint_eq(a->accounting.batch_size, b->accounting.batch_size);
+    ck_assert_uint_eq(a->accounting.retry_max_ms, b->accounting.retry_max_ms);
     ck_assert_str_eq(a->log.level, b->log.level);
     ck_assert_uint_eq(a->npartitions, b->npartitions);
     for (size_t i = 0; i < a->npartitions; i++) {
@@ -694,6 +697,9 @@ START_TEST(test_empty_is_defaults)
     ck_assert_uint_eq(def.supervisor.kill_timeout_ms, 10000);
     ck_assert_uint_eq(def.supervisor.shutdown_grace_ms, 10000);
     ck_assert_str_eq(def.accounting.database_url, "");
+    ck_assert_str_eq(def.accounting.password_file, "");
+    ck_assert_uint_eq(def.accounting.batch_size, 500);
+    ck_assert_uint_eq(def.accounting.retry_max_ms, 30000);
     ck_assert_uint_eq(def.npartitions, 1);
     ck_assert_str_eq(def.partitions[0].name, "default");
     ck_assert_str_eq(def.partitions[0].nodes, "ALL");
