@@ -18,6 +18,7 @@ void fsm_state_init(struct fsm *f, const struct fsm_limits *lim)
     fsm_jobs_init(&f->jobs);
     fsm_nodes_init(&f->nodes);
     fsm_sess_init(&f->sess);
+    fsm_acct_init(&f->acct);
 }
 
 void fsm_state_free(struct fsm *f)
@@ -25,6 +26,7 @@ void fsm_state_free(struct fsm *f)
     fsm_jobs_free(&f->jobs);
     fsm_nodes_free(&f->nodes);
     fsm_sess_free(&f->sess);
+    fsm_acct_free(&f->acct);
     fsm_evrec_free(&f->ev);
 }
 

@@ -18,12 +18,13 @@
  *     one walk of the pending jobs per answer, kept in struct fsm_fit_cache, never per
  *     job: an answer of n jobs costs O(n), not O(n^2).
  *
- * Ownership: struct fsm owns all its parts (fsm_jobs, fsm_nodes, fsm_sessions).
+ * Ownership: struct fsm owns all its parts (fsm_jobs, fsm_nodes, fsm_sessions, fsm_acct).
  */
 #ifndef SPUR_FSM_STATE_H
 #define SPUR_FSM_STATE_H
 
 #include "fsm.h"
+#include "fsm_acct.h"
 #include "fsm_events.h"
 #include "fsm_jobs.h"
 #include "fsm_nodes.h"
@@ -49,6 +50,7 @@ struct fsm {
     struct fsm_jobs jobs;
     struct fsm_nodes nodes;
     struct fsm_sessions sess;
+    struct fsm_acct acct;    /* the accounting outbox and its setting (fsm_acct.h) */
     struct fsm_counters ctr; /* not replicated */
     struct fsm_evrec ev;     /* not replicated: what the leader must do (fsm_events.h) */
 };
