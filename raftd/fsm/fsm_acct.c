@@ -91,7 +91,9 @@ void fsm_acct_fill_row(const struct fsm *f, const struct fsm_job *job, Spur__Api
     row->end_time_ms = job->end_ms;
     row->workdir = job->workdir;
     row->restarts = job->restarts;
-    row->reason = (char *)fsm_state_job_reason(f, job, cache);
+    /* One job on its own (a record at apply) must not walk every job: see fsm_state.h. */
+    row->reason = cache != NULL ? (char *)fsm_state_job_reason(f, job, cache)
+                                : (char *)fsm_state_job_reason_one(f, job);
     row->dependency = empty_str;
     row->last_seq = 0;
 }

@@ -76,7 +76,8 @@ static inline const struct fsm_acct_rec *fsm_acct_at(const struct fsm_acct *a, s
 
 /*
  * Fill row with job's accounting row (strings and node list borrowed from the job and
- * state; reason from fsm_state_job_reason() with cache, which may be NULL). last_seq 0.
+ * state; reason from fsm_state_job_reason() with cache, or fsm_state_job_reason_one()
+ * when cache is NULL). last_seq 0.
  */
 void fsm_acct_fill_row(const struct fsm *f, const struct fsm_job *job, Spur__Api__AcctJob *row,
                        struct fsm_fit_cache *cache);

@@ -97,6 +97,14 @@ const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *
 /* The reason shown for any job: the pending reason, or why a finished job ended. */
 const char *fsm_state_job_reason(const struct fsm *f, const struct fsm_job *job,
                                  struct fsm_fit_cache *cache);
+/*
+ * The same reason for one job on its own (an accounting record at apply): equal to
+ * fsm_state_job_reason(), but a blocked pending job is compared with the others by a
+ * walk from the newest job back that stops at the first earlier blocked job of its
+ * partition, instead of a walk of every job: one record per submit stays cheap when many
+ * jobs wait for resources.
+ */
+const char *fsm_state_job_reason_one(const struct fsm *f, const struct fsm_job *job);
 
 /* Charge a placed job's CPUs and memory to each of its nodes not yet done. */
 void fsm_state_alloc_job(struct fsm *f, const struct fsm_job *job);

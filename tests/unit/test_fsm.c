@@ -18,6 +18,7 @@
 #include "fsm_drive.h"
 #include "fsm_jobs.h"
 #include "fsm_map.h"
+#include "fsm_state.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -2226,6 +2227,16 @@ START_TEST(test_deterministic_replay)
     struct fsm_acct_stats as;
     fsm_acct_get_stats(b, &as);
     ck_assert_uint_gt(as.next_seq, 200); /* the outbox was on for much of the log */
+    /* An outbox record's reason (one job on its own) is the reason squeue shows. */
+    size_t pending = 0;
+    for (size_t i = 0; i < b->jobs.norder; i++) {
+        const struct fsm_job *job = b->jobs.order[i];
+        if (job == NULL)
+            continue;
+        pending += job->state == J_PENDING;
+        ck_assert_str_eq(fsm_state_job_reason_one(b, job), fsm_state_job_reason(b, job, NULL));
+    }
+    ck_assert_uint_gt(pending, 0);
 
     fsm_free(b);
     fsm_free(c);

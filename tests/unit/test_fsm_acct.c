@@ -1141,6 +1141,27 @@ START_TEST(test_query_newest_record)
 }
 END_TEST
 
+/* Jobs that wait for resources: the first Resources, the ones after it Priority. */
+START_TEST(test_pending_reasons)
+{
+    struct t t;
+    t_init(&t, true);
+    struct job_opts big = {.ntasks = 1, .cpus_per_task = 8};
+    uint64_t a = submit(&t, &big);
+    start_direct(&t, a, "n1");
+    uint64_t b = submit(&t, &big);
+    start_direct(&t, b, "n2"); /* both nodes full */
+    uint64_t c = submit(&t, &big);
+    expect_last(&t, FSM_ACCT_SUBMIT, c, J(PENDING), "Resources");
+    uint64_t d = submit(&t, &big);
+    expect_last(&t, FSM_ACCT_SUBMIT, d, J(PENDING), "Priority");
+    struct job_opts other = {.partition = "other", .ntasks = 1, .cpus_per_task = 8};
+    uint64_t e = submit(&t, &other); /* another partition: first in its line */
+    expect_last(&t, FSM_ACCT_SUBMIT, e, J(PENDING), "Resources");
+    t_free(&t);
+}
+END_TEST
+
 /* ---- determinism ------------------------------------------------------------------------- */
 
 START_TEST(test_replicas_same_records)
@@ -1180,7 +1201,7 @@ static Suite *acct_suite(void)
     const TTest *const snaps[] = {test_snapshot_roundtrip, test_restore_format1,
                                   test_restore_corrupt_outbox, NULL};
     const TTest *const queries[] = {test_query_filters_and_merge, test_query_newest_record,
-                                    test_replicas_same_records, NULL};
+                                    test_pending_reasons, test_replicas_same_records, NULL};
     check_case(s, "records", life);
     check_case(s, "trim", trims);
     check_case(s, "snapshot", snaps);
