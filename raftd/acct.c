@@ -657,6 +657,25 @@ static void exp_pump(struct acct *A)
 {
     if (A->st != E_IDLE)
         return;
+    /*
+     * The database says more was exported than this state ever recorded: another cluster
+     * of the same cluster_name writes there (a cluster made anew over an old database), or
+     * this leader has not applied its log yet. Trimming through that mark would drop
+     * records the database does not have, so nothing is trimmed or sent; the retry reads
+     * the mark again (docs/accounting.md, "One cluster_name, one cluster").
+     */
+    struct fsm_acct_stats fs;
+    fsm_acct_get_stats(A->n->fsm, &fs);
+    if (A->hwm >= fs.next_seq) {
+        char err[200];
+        snprintf(err, sizeof(err),
+                 "the database's high-water mark %llu is beyond the last record this cluster "
+                 "made (%llu): is another cluster named %s writing to it?",
+                 (unsigned long long)A->hwm, (unsigned long long)(fs.next_seq - 1),
+                 A->cfg->cluster_name);
+        exp_error(A, err, ACCT_ERR_SCHEMA);
+        return;
+    }
     maybe_trim(A);
     size_t max = A->cfg->accounting.batch_size ? A->cfg->accounting.batch_size : 500;
     struct fsm_acct_view *v = calloc(max, sizeof(*v));
