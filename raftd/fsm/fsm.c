@@ -430,7 +430,7 @@ bool fsm_partitions_differ(const struct fsm *f, const struct fsm_partition_conf 
 bool fsm_settings_differ(const struct fsm *f, const struct fsm_settings_conf *s)
 {
     return f->retention_s != s->finished_job_retention_s ||
-           f->max_script_bytes != s->max_script_bytes;
+           f->max_script_bytes != s->max_script_bytes || f->acct.enabled != s->accounting;
 }
 
 int fsm_encode_set_partitions(const struct fsm_partition_conf *conf, size_t n,
@@ -465,6 +465,7 @@ int fsm_encode_set_settings(const struct fsm_settings_conf *conf, uint64_t time_
     Spur__Fsm__SetSettings s = SPUR__FSM__SET_SETTINGS__INIT;
     s.finished_job_retention_s = conf->finished_job_retention_s;
     s.max_script_bytes = conf->max_script_bytes;
+    s.accounting = conf->accounting;
     Spur__Fsm__Command cmd = SPUR__FSM__COMMAND__INIT;
     cmd.time_ms = time_ms;
     cmd.op_case = SPUR__FSM__COMMAND__OP_SET_SETTINGS;

@@ -229,7 +229,7 @@ bool fsm_settings_differ(const struct fsm *f, const struct fsm_settings_conf *s)
 int fsm_encode_set_partitions(const struct fsm_partition_conf *parts, size_t n,
                               uint64_t time_ms, uint8_t **out, size_t *len, char *err,
                               size_t errlen);
-/* SetSettings with these settings (finished-job retention, largest job script). */
+/* SetSettings with these settings (finished-job retention, largest job script, accounting). */
 int fsm_encode_set_settings(const struct fsm_settings_conf *s, uint64_t time_ms, uint8_t **out,
                             size_t *len);
 

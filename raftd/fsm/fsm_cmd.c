@@ -4,6 +4,7 @@
  */
 #include "fsm_cmd.h"
 
+#include "fsm_acct.h"
 #include "fsm_events.h"
 
 #include <inttypes.h>
@@ -188,31 +189,41 @@ static struct fsm_job *find_own_job(struct fsm *f, const Spur__Fsm__Command *cmd
 
 /* ---- job endings and requeues ------------------------------------------------------------ */
 
-static void finish_job(struct fsm *f, struct fsm_job *job, int state, int end_reason)
+/*
+ * Every change accounting keeps (a job accepted, RUNNING, final, back to PENDING) calls
+ * this once, after the change: the outbox gets the job's row as it is now.
+ */
+static int acct_record(struct fsm *f, const struct fsm_job *job, enum fsm_acct_event event)
+{
+    return fsm_acct_record(f, job, event);
+}
+
+/* The one way a job reaches a final state. FSM_OK or FSM_ENOMEM (the outbox record). */
+static int finish_job(struct fsm *f, struct fsm_job *job, int state, int end_reason)
 {
     job->end_ms = f->now_ms;
     job->end_reason = (uint8_t)end_reason;
     job->held = false;
     fsm_jobs_set_state(&f->jobs, job, state);
     fsm_ev_schedule(&f->ev);
+    return acct_record(f, job, FSM_ACCT_END);
 }
 
 /*
  * Every part of the job is done: decide how it ended. A cancel wins over every outcome;
  * then the memory limit, the time limit, an exit code or signal.
  */
-static void conclude_job(struct fsm *f, struct fsm_job *job)
+static int conclude_job(struct fsm *f, struct fsm_job *job)
 {
     if (job->cancel_requested)
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
-    else if (job->oom)
-        finish_job(f, job, JS_OUT_OF_MEMORY, FSM_END_OUT_OF_MEMORY);
-    else if (job->timed_out)
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_TIMEOUT, FSM_END_TIME_LIMIT);
-    else if (job->exit_code != 0 || job->exit_signal != 0)
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_NONZERO_EXIT);
-    else
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_COMPLETED, FSM_END_NONE);
+        return finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
+    if (job->oom)
+        return finish_job(f, job, JS_OUT_OF_MEMORY, FSM_END_OUT_OF_MEMORY);
+    if (job->timed_out)
+        return finish_job(f, job, SPUR__API__JOB_STATE__JOB_TIMEOUT, FSM_END_TIME_LIMIT);
+    if (job->exit_code != 0 || job->exit_signal != 0)
+        return finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_NONZERO_EXIT);
+    return finish_job(f, job, SPUR__API__JOB_STATE__JOB_COMPLETED, FSM_END_NONE);
 }
 
 static void release_all(struct fsm *f, struct fsm_job *job)
@@ -246,7 +257,7 @@ static int requeue_job(struct fsm *f, struct fsm_job *job, uint64_t eligible_ms)
     job->eligible_ms = eligible_ms;
     fsm_jobs_set_state(&f->jobs, job, JS_PENDING);
     fsm_ev_schedule(&f->ev);
-    return FSM_OK;
+    return acct_record(f, job, FSM_ACCT_REQUEUE);
 }
 
 /*
@@ -261,8 +272,7 @@ static int lose_job(struct fsm *f, struct fsm_job *job)
     if (fsm_ev_kill(&f->ev, job) != 0)
         return FSM_ENOMEM;
     release_all(f, job);
-    finish_job(f, job, SPUR__API__JOB_STATE__JOB_NODE_FAIL, FSM_END_NODE_FAIL);
-    return FSM_OK;
+    return finish_job(f, job, SPUR__API__JOB_STATE__JOB_NODE_FAIL, FSM_END_NODE_FAIL);
 }
 
 /*
@@ -277,7 +287,7 @@ static int part_lost(struct fsm *f, struct fsm_job *job, uint32_t i)
     fsm_state_release_part(f, job, i);
     fsm_ev_schedule(&f->ev);
     if (job->run->ndone == job->run->n)
-        conclude_job(f, job);
+        return conclude_job(f, job);
     return FSM_OK;
 }
 
@@ -288,10 +298,8 @@ static int part_lost(struct fsm *f, struct fsm_job *job, uint32_t i)
  */
 static int cancel_active(struct fsm *f, struct fsm_job *job)
 {
-    if (job->state == JS_PENDING) {
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
-        return FSM_OK;
-    }
+    if (job->state == JS_PENDING)
+        return finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_NONE);
     job->cancel_requested = true;
     if (job->state == JS_RUNNING || job->state == JS_CONFIGURING)
         fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
@@ -486,6 +494,8 @@ static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_c
     f->next_job_id++;
     if (!job->held)
         fsm_ev_schedule(&f->ev);
+    if (acct_record(f, job, FSM_ACCT_SUBMIT) != FSM_OK)
+        return FSM_ENOMEM;
     r->code = C_OK;
     r->kind = FSM_RES_SUBMIT;
     r->job_id = job->id;
@@ -854,6 +864,16 @@ static int cmd_set_settings(struct fsm *f, const Spur__Fsm__SetSettings *s,
     }
     f->retention_s = s->finished_job_retention_s;
     f->max_script_bytes = s->max_script_bytes;
+    /* Absent (false) in entries before version 3: an old log never turns it on. */
+    f->acct.enabled = s->accounting;
+    done(r);
+    return FSM_OK;
+}
+
+/* The exporter wrote everything through through_seq: those records leave the outbox. */
+static int cmd_acct_trim(struct fsm *f, const Spur__Fsm__AcctTrim *t, struct fsm_cmd_result *r)
+{
+    fsm_acct_trim(&f->acct, t != NULL ? t->through_seq : 0);
     done(r);
     return FSM_OK;
 }
@@ -948,6 +968,8 @@ static int cmd_job_started(struct fsm *f, const Spur__Fsm__JobStarted *js, struc
     if (place_job(f, job, js->nodes, js->n_nodes, JS_RUNNING) != FSM_OK)
         return FSM_ENOMEM;
     job->start_ms = f->now_ms;
+    if (acct_record(f, job, FSM_ACCT_START) != FSM_OK)
+        return FSM_ENOMEM;
     done(r);
     return FSM_OK;
 }
@@ -990,6 +1012,8 @@ static int cmd_jobs_started(struct fsm *f, const Spur__Fsm__JobsStarted *js,
         if (job->state == JS_CONFIGURING) {
             launch_succeeded(f, job);
             fsm_jobs_set_state(&f->jobs, job, JS_RUNNING);
+            if (acct_record(f, job, FSM_ACCT_START) != FSM_OK)
+                return FSM_ENOMEM;
         } else if (job->state == JS_COMPLETING && job->start_ms == 0) {
             launch_succeeded(f, job); /* cancelled or ended while configuring */
         }
@@ -1039,6 +1063,8 @@ static int apply_report(struct fsm *f, const Spur__Fsm__JobCompleted *jc, struct
         if (node != NULL)
             node->launch_failures = 0;
         fsm_jobs_set_state(&f->jobs, job, JS_RUNNING);
+        if (acct_record(f, job, FSM_ACCT_START) != FSM_OK)
+            return FSM_ENOMEM;
     }
     fsm_state_release_part(f, job, i);
     fsm_ev_schedule(&f->ev);
@@ -1057,8 +1083,8 @@ static int apply_report(struct fsm *f, const Spur__Fsm__JobCompleted *jc, struct
     if (i == 0)
         release_all(f, job);
     if (job->run->ndone == job->run->n)
-        conclude_job(f, job);
-    else if (job->state == JS_RUNNING || job->state == JS_CONFIGURING)
+        return conclude_job(f, job);
+    if (job->state == JS_RUNNING || job->state == JS_CONFIGURING)
         fsm_jobs_set_state(&f->jobs, job, JS_COMPLETING);
     return FSM_OK;
 }
@@ -1145,8 +1171,7 @@ static int cmd_job_launch_failed(struct fsm *f, const Spur__Fsm__JobLaunchFailed
         if (fsm_ev_kill(&f->ev, job) != 0)
             return FSM_ENOMEM;
         release_all(f, job);
-        finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_LAUNCH_FAILED);
-        return FSM_OK;
+        return finish_job(f, job, SPUR__API__JOB_STATE__JOB_FAILED, FSM_END_LAUNCH_FAILED);
     }
     struct fsm_node *node = fsm_nodes_find(&f->nodes, name);
     if (node != NULL) {
@@ -1226,6 +1251,8 @@ int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_r
         return cmd_job_launch_failed(f, cmd->job_launch_failed, r);
     case SPUR__FSM__COMMAND__OP_NODES_NOT_RESPONDING:
         return cmd_nodes_not_responding(f, cmd->nodes_not_responding, r);
+    case SPUR__FSM__COMMAND__OP_ACCT_TRIM:
+        return cmd_acct_trim(f, cmd->acct_trim, r);
     case SPUR__FSM__COMMAND__OP__NOT_SET:
     default:
         fsm_cmd_fail(r, C_INVALID, "log entry without an operation (or one this build lacks)");

@@ -17,6 +17,10 @@
  *     and answer OK.
  *   - As it applies, it records what the leader must do in f->ev (fsm_events.h); nothing
  *     it decides reads that record.
+ *   - Accounting (fsm_acct.h): every job event it applies (accepted, RUNNING, a final
+ *     state, back to PENDING) appends one outbox record through acct_record(), after the
+ *     change, while SetSettings.accounting is on; AcctTrim drops the exported prefix.
+ *     Every final state goes through finish_job(), every requeue through requeue_job().
  *   - Job ownership (commands of version >= 2, fsm.h FSM_COMMAND_VERSION): cancel, hold
  *     and release of a job whose uid is not the command's caller_uid, by a caller that is
  *     not an operator, are refused with CODE_DENIED "Access/permission denied" and leave

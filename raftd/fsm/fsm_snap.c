@@ -20,6 +20,7 @@ enum {
     F_NODE = 2,
     F_SESSION = 3,
     F_JOB = 4,
+    F_ACCT = 5,
 };
 
 /* ---- writer ------------------------------------------------------------------------------ */
@@ -66,6 +67,8 @@ static int write_header(const struct fsm *f, struct buf *b)
         h.log_time_ms = f->now_ms;
         h.finished_job_retention_s = f->retention_s;
         h.max_script_bytes = f->max_script_bytes;
+        h.accounting = f->acct.enabled;
+        h.next_acct_seq = f->acct.next_seq;
         h.n_partitions = n;
         h.partitions = ptrs;
         rc = put_record(b, F_HEADER, &h.base);
@@ -154,13 +157,27 @@ static int write_job(const struct fsm_job *job, struct buf *b, struct flags *fl)
     return put_record(b, F_JOB, &r.base);
 }
 
+/* An outbox record is kept packed: its bytes go out as they are. */
+static int write_acct(const struct fsm_acct_rec *r, struct buf *b)
+{
+    if (!buf_reserve(b, 20 + r->len))
+        return -1;
+    uint8_t *at = (uint8_t *)b->p;
+    b->len += put_varint(at + b->len, ((uint64_t)F_ACCT << 3) | 2u);
+    b->len += put_varint(at + b->len, r->len);
+    memcpy(at + b->len, r->bytes, r->len);
+    b->len += r->len;
+    return 0;
+}
+
 int fsm_snap_write(const struct fsm *f, uint8_t **bytes, size_t *len)
 {
     struct buf b;
     struct flags fl = {0};
     buf_init(&b);
     /* About 100 bytes per job beyond its strings and script. */
-    size_t guess = f->jobs.bytes + f->sess.bytes + f->jobs.count * 100 + f->nodes.n * 256 + 4096;
+    size_t guess = f->jobs.bytes + f->sess.bytes + f->jobs.count * 100 + f->nodes.n * 256 +
+                   f->acct.bytes + f->acct.n * 8 + 4096;
     int rc = buf_reserve(&b, guess) ? 0 : -1;
     if (rc == 0)
         rc = write_header(f, &b);
@@ -171,6 +188,8 @@ int fsm_snap_write(const struct fsm *f, uint8_t **bytes, size_t *len)
     for (size_t i = 0; rc == 0 && i < f->jobs.norder; i++)
         if (f->jobs.order[i] != NULL)
             rc = write_job(f->jobs.order[i], &b, &fl);
+    for (size_t i = 0; rc == 0 && i < f->acct.n; i++)
+        rc = write_acct(fsm_acct_at(&f->acct, i), &b);
     free(fl.v);
     if (rc != 0) {
         buf_free(&b);
@@ -249,6 +268,9 @@ static int read_header(struct reader *rd, const uint8_t *p, size_t len)
     f->now_ms = h->log_time_ms;
     f->retention_s = h->finished_job_retention_s;
     f->max_script_bytes = h->max_script_bytes;
+    /* Format 1 had no outbox: accounting off, the first record will be 1. */
+    f->acct.enabled = h->format_version >= 2 && h->accounting;
+    f->acct.next_seq = h->format_version >= 2 && h->next_acct_seq != 0 ? h->next_acct_seq : 1;
     return FSM_OK;
 }
 
@@ -430,6 +452,13 @@ static int read_record(struct reader *rd, uint32_t field, const uint8_t *p, size
         spur__fsm__job_record__free_unpacked(r, NULL);
         return rc;
     }
+    case F_ACCT: {
+        if (rd->header->format_version < 2)
+            return bad(rd, "an outbox record in a format %u snapshot", rd->header->format_version);
+        char why[FSM_ERR_MAX];
+        rc = fsm_acct_restore_record(&rd->f->acct, p, len, why, sizeof(why));
+        return rc == FSM_EINVAL ? bad(rd, "%s", why) : rc;
+    }
     default:
         return FSM_OK; /* a field a later build added: nothing this build needs */
     }
@@ -505,7 +534,7 @@ int fsm_snap_read(struct fsm *out, const struct fsm_limits *lim, const uint8_t *
             break;
         }
         if (field < last_field || (field == F_HEADER && rd.header != NULL) ||
-            (field != F_HEADER && rd.header == NULL && field <= F_JOB)) {
+            (field != F_HEADER && rd.header == NULL && field <= F_ACCT)) {
             rc = bad(&rd, "records out of order (field %" PRIu64 " after %u)", field, last_field);
             break;
         }

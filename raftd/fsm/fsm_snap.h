@@ -9,6 +9,7 @@
  *     field 2  NodeRecord      per node, by name (byte order)
  *     field 3  SessionRecord   per session, by last use (log index, increasing)
  *     field 4  JobRecord       per job, by id
+ *     field 5  AcctRecord      per outbox record, by seq (format 2; the bytes as kept)
  *
  * Guarantees:
  *   - Deterministic: every order above is a property of the state, never of a hash
@@ -17,8 +18,10 @@
  *   - Bounded memory: the writer packs one record at a time into one growing buffer, and
  *     the reader decodes one record at a time, so neither holds a decoded copy of the
  *     whole state beside the state itself.
- *   - The reader checks what it relies on (record order, unique keys, enum ranges,
- *     counts, node references) and fails with one line naming the problem instead of
+ *   - The reader reads formats 1 (no outbox: accounting off, next seq 1) and 2. It
+ *     checks what it relies on (record order, unique keys, enum ranges, counts, node
+ *     references, outbox seqs strictly increasing and below the next seq, each outbox
+ *     record decoding) and fails with one line naming the problem instead of
  *     building a state that could misbehave; it builds into a separate struct fsm, so a
  *     failed restore changes nothing.
  *

@@ -18,6 +18,7 @@ void fsm_state_init(struct fsm *f, const struct fsm_limits *lim)
     fsm_jobs_init(&f->jobs);
     fsm_nodes_init(&f->nodes);
     fsm_sess_init(&f->sess);
+    fsm_acct_init(&f->acct);
 }
 
 void fsm_state_free(struct fsm *f)
@@ -25,6 +26,7 @@ void fsm_state_free(struct fsm *f)
     fsm_jobs_free(&f->jobs);
     fsm_nodes_free(&f->nodes);
     fsm_sess_free(&f->sess);
+    fsm_acct_free(&f->acct);
     fsm_evrec_free(&f->ev);
 }
 
@@ -210,6 +212,39 @@ const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *
     struct fsm_fit_cache own; /* about 12 KiB: one call's worth */
     memset(&own, 0, sizeof(own));
     return pending_reason(f, job, &own);
+}
+
+/*
+ * Whether another blocked pending job of p comes before job (by eligible time, then id):
+ * the Priority test of pending_reason() without its walk of every job. It looks from the
+ * newest job back and stops at the first one found, so a burst of submits to a full
+ * partition costs O(1) each (the job before is such a job), not O(jobs).
+ */
+static bool blocked_before(const struct fsm *f, const struct fsm_job *job, const struct fsm_part *p,
+                           struct fsm_fit_cache *cache)
+{
+    for (size_t i = f->jobs.norder; i-- > 0;) {
+        const struct fsm_job *o = f->jobs.order[i];
+        if (o == NULL || o == job || o->state != SPUR__API__JOB_STATE__JOB_PENDING ||
+            !key_before(o->eligible_ms, o->id, job->eligible_ms, job->id))
+            continue;
+        const struct fsm_part *op = NULL;
+        if (job_line(f, o, cache, &op) == L_BLOCKED && op == p)
+            return true;
+    }
+    return false;
+}
+
+const char *fsm_state_job_reason_one(const struct fsm *f, const struct fsm_job *job)
+{
+    if (job->state != SPUR__API__JOB_STATE__JOB_PENDING)
+        return fsm_state_job_reason(f, job, NULL);
+    struct fsm_fit_cache own;
+    memset(&own, 0, sizeof(own));
+    const struct fsm_part *p = NULL;
+    if (job_line(f, job, &own, &p) != L_BLOCKED)
+        return pending_reason(f, job, &own);
+    return blocked_before(f, job, p, &own) ? "Priority" : "Resources";
 }
 
 const char *fsm_state_job_reason(const struct fsm *f, const struct fsm_job *job,

@@ -18,12 +18,13 @@
  *     one walk of the pending jobs per answer, kept in struct fsm_fit_cache, never per
  *     job: an answer of n jobs costs O(n), not O(n^2).
  *
- * Ownership: struct fsm owns all its parts (fsm_jobs, fsm_nodes, fsm_sessions).
+ * Ownership: struct fsm owns all its parts (fsm_jobs, fsm_nodes, fsm_sessions, fsm_acct).
  */
 #ifndef SPUR_FSM_STATE_H
 #define SPUR_FSM_STATE_H
 
 #include "fsm.h"
+#include "fsm_acct.h"
 #include "fsm_events.h"
 #include "fsm_jobs.h"
 #include "fsm_nodes.h"
@@ -49,6 +50,7 @@ struct fsm {
     struct fsm_jobs jobs;
     struct fsm_nodes nodes;
     struct fsm_sessions sess;
+    struct fsm_acct acct;    /* the accounting outbox and its setting (fsm_acct.h) */
     struct fsm_counters ctr; /* not replicated */
     struct fsm_evrec ev;     /* not replicated: what the leader must do (fsm_events.h) */
 };
@@ -95,6 +97,14 @@ const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *
 /* The reason shown for any job: the pending reason, or why a finished job ended. */
 const char *fsm_state_job_reason(const struct fsm *f, const struct fsm_job *job,
                                  struct fsm_fit_cache *cache);
+/*
+ * The same reason for one job on its own (an accounting record at apply): equal to
+ * fsm_state_job_reason(), but a blocked pending job is compared with the others by a
+ * walk from the newest job back that stops at the first earlier blocked job of its
+ * partition, instead of a walk of every job: one record per submit stays cheap when many
+ * jobs wait for resources.
+ */
+const char *fsm_state_job_reason_one(const struct fsm *f, const struct fsm_job *job);
 
 /* Charge a placed job's CPUs and memory to each of its nodes not yet done. */
 void fsm_state_alloc_job(struct fsm *f, const struct fsm_job *job);

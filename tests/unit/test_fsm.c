@@ -18,6 +18,7 @@
 #include "fsm_drive.h"
 #include "fsm_jobs.h"
 #include "fsm_map.h"
+#include "fsm_state.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -932,7 +933,7 @@ START_TEST(test_encode_needs_caller)
     ck_assert_int_eq(fsm_encode_request(&w, 1, &buf, &len), FSM_OK);
     Spur__Fsm__Command *c = spur__fsm__command__unpack(NULL, len, buf);
     ck_assert_ptr_nonnull(c);
-    ck_assert_uint_eq(c->version, 2);
+    ck_assert_uint_eq(c->version, FSM_COMMAND_VERSION);
     ck_assert_str_eq(c->user, "bob");
     ck_assert_uint_eq(c->caller_uid, 1002);
     ck_assert(!c->caller_operator);
@@ -1923,7 +1924,9 @@ START_TEST(test_restore_failure_keeps_state)
     hb[0] = (1 << 3) | 2;
     hb[1] = (uint8_t)spur__fsm__snapshot_header__pack(&h, hb + 2);
     ck_assert_int_eq(fsm_restore(u.f, hb, 2u + hb[1], err, sizeof(err)), FSM_EINVAL);
-    ck_assert_msg(strstr(err, "format version 2") != NULL, "%s", err);
+    char newer_fmt[64];
+    snprintf(newer_fmt, sizeof(newer_fmt), "format version %d;", FSM_SNAPSHOT_VERSION + 1);
+    ck_assert_msg(strstr(err, newer_fmt) != NULL, "%s", err);
 
     /* Random corruption: never a crash; a failure never touches the state; whatever is
      * accepted is a usable state. */
@@ -2022,6 +2025,7 @@ static void make_log(struct t *t, uint32_t seed, size_t n, struct log *l)
         Spur__Fsm__JobCompleted jc = SPUR__FSM__JOB_COMPLETED__INIT;
         Spur__Fsm__NodeHeartbeat hb = SPUR__FSM__NODE_HEARTBEAT__INIT;
         Spur__Fsm__Tick tk = SPUR__FSM__TICK__INIT;
+        Spur__Fsm__AcctTrim at = SPUR__FSM__ACCT_TRIM__INIT;
         Spur__Api__JobState st[1];
         char *pick_nodes[4];
         char *one_user[1];
@@ -2087,6 +2091,7 @@ static void make_log(struct t *t, uint32_t seed, size_t n, struct log *l)
         } else if (what < 65) {
             ss.finished_job_retention_s = rnd(&seed) % 120;
             ss.max_script_bytes = 100 + rnd(&seed) % 400;
+            ss.accounting = rnd(&seed) % 5 != 0; /* mostly on: the outbox is replayed */
             c.op_case = SPUR__FSM__COMMAND__OP_SET_SETTINGS;
             c.set_settings = &ss;
         } else if (what < 80) {
@@ -2109,6 +2114,13 @@ static void make_log(struct t *t, uint32_t seed, size_t n, struct log *l)
             hb.name = nodes[rnd(&seed) % 6];
             c.op_case = SPUR__FSM__COMMAND__OP_NODE_HEARTBEAT;
             c.node_heartbeat = &hb;
+        } else if (what < 96) {
+            /* The exporter's trims: some short of the end, some beyond it, some replayed. */
+            struct fsm_acct_stats as;
+            fsm_acct_get_stats(t->f, &as);
+            at.through_seq = rnd(&seed) % (as.next_seq + 5);
+            c.op_case = SPUR__FSM__COMMAND__OP_ACCT_TRIM;
+            c.acct_trim = &at;
         } else if (what < 97) {
             c.op_case = SPUR__FSM__COMMAND__OP_TICK;
             c.tick = &tk;
@@ -2212,6 +2224,19 @@ START_TEST(test_deterministic_replay)
     ck_assert_uint_gt(st.jobs_by_state[J_PENDING] + st.jobs_by_state[J_RUNNING], 0);
     ck_assert_uint_gt(st.rejected, 100);
     ck_assert_uint_gt(denied, 10); /* ownership refusals replay alike too */
+    struct fsm_acct_stats as;
+    fsm_acct_get_stats(b, &as);
+    ck_assert_uint_gt(as.next_seq, 200); /* the outbox was on for much of the log */
+    /* An outbox record's reason (one job on its own) is the reason squeue shows. */
+    size_t pending = 0;
+    for (size_t i = 0; i < b->jobs.norder; i++) {
+        const struct fsm_job *job = b->jobs.order[i];
+        if (job == NULL)
+            continue;
+        pending += job->state == J_PENDING;
+        ck_assert_str_eq(fsm_state_job_reason_one(b, job), fsm_state_job_reason(b, job, NULL));
+    }
+    ck_assert_uint_gt(pending, 0);
 
     fsm_free(b);
     fsm_free(c);
