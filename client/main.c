@@ -1,5 +1,5 @@
 /*
- * main.c - spur, the multi-call client: sbatch, squeue, scancel, sinfo and scontrol are
+ * main.c - spur, the multi-call client: sbatch, squeue, scancel, sinfo, sacct and scontrol are
  * links to this one program, which picks the command from the name it was run as, or
  * from its first argument ("spur squeue -u alice").
  *
@@ -22,6 +22,7 @@ static const struct {
     {"squeue", cmd_squeue, "show the jobs in the queue"},
     {"scancel", cmd_scancel, "cancel jobs"},
     {"sinfo", cmd_sinfo, "show partitions and nodes"},
+    {"sacct", cmd_sacct, "show the accounting records of jobs, finished or not"},
     {"scontrol", cmd_scontrol, "show and change jobs, nodes, partitions and the Raft cluster"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
