@@ -16,6 +16,7 @@
  */
 #include "cli.h"
 #include "scontrol.h"
+#include "units.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -152,6 +153,11 @@ static int raft_status(struct cli *c)
         json_ku64(&j, "applied_index", s->applied_index);
         json_ku64(&j, "last_index", s->last_index);
         json_ku64(&j, "snapshot_index", s->snapshot_index);
+        json_kbool(&j, "acct_enabled", s->acct_enabled);
+        json_ku64(&j, "acct_outbox_records", s->acct_outbox_records);
+        json_ku64(&j, "acct_outbox_oldest_ms", s->acct_outbox_oldest_ms);
+        json_kstr(&j, "acct_exporter", s->acct_exporter ? s->acct_exporter : "");
+        json_ku64(&j, "acct_exported_seq", s->acct_exported_seq);
         json_key(&j, "members");
         json_arr_begin(&j);
         for (size_t i = 0; i < s->n_members; i++) {
@@ -174,6 +180,16 @@ static int raft_status(struct cli *c)
         printf("Indexes: commit %llu, applied %llu, last %llu, snapshot %llu\n",
                (unsigned long long)s->commit_index, (unsigned long long)s->applied_index,
                (unsigned long long)s->last_index, (unsigned long long)s->snapshot_index);
+        /* Accounting (docs/accounting.md): the replicated outbox and this replica's exporter. */
+        char oldest[32] = "None";
+        if (s->acct_outbox_oldest_ms != 0)
+            units_timestamp(oldest, sizeof(oldest), s->acct_outbox_oldest_ms, "None");
+        /* AcctExporter last: its text ("retrying in N ms: why") may hold spaces. */
+        printf("Accounting: AcctEnabled=%s AcctOutbox=%llu AcctOldest=%s AcctExportedSeq=%llu "
+               "AcctExporter=%s\n",
+               s->acct_enabled ? "yes" : "no", (unsigned long long)s->acct_outbox_records, oldest,
+               (unsigned long long)s->acct_exported_seq,
+               s->acct_exporter && s->acct_exporter[0] ? s->acct_exporter : "off");
         printf("%-4s %-8s %-28s %-24s %10s %s\n", "ID", "ROLE", "ADDRESS", "API", "MATCH", "LINK");
         for (size_t i = 0; i < s->n_members; i++) {
             Spur__Api__RaftMember *m = s->members[i];

@@ -79,6 +79,8 @@ int controller_fsm_conf(const struct cfg *cfg, struct controller_fsm_conf *out)
     }
     out->settings.finished_job_retention_s = cfg->controller.finished_job_retention_s;
     out->settings.max_script_bytes = cfg->controller.max_script_bytes;
+    out->settings.accounting =
+        cfg->accounting.database_url != NULL && cfg->accounting.database_url[0] != '\0';
     return 0;
 }
 

@@ -84,6 +84,9 @@ struct node_api {
     struct node_api_stats stats;
     node_api_op_fn signal_fn; /* SignalJobRequest on the leader; NULL: none */
     void *signal_arg;
+    node_api_op_fn acct_fn; /* AcctQueryRequest on the leader; NULL: none */
+    node_api_status_fn acct_status_fn;
+    void *acct_arg;
 };
 
 static void on_flush(evutil_socket_t fd, short what, void *arg);
@@ -124,6 +127,14 @@ void node_api_set_signal_handler(struct node_api *a, node_api_op_fn fn, void *ar
 {
     a->signal_fn = fn;
     a->signal_arg = arg;
+}
+
+void node_api_set_acct_handler(struct node_api *a, node_api_op_fn query,
+                               node_api_status_fn status, void *arg)
+{
+    a->acct_fn = query;
+    a->acct_status_fn = status;
+    a->acct_arg = arg;
 }
 
 void node_api_get_stats(const struct node_api *a, struct node_api_stats *out)
@@ -546,7 +557,7 @@ static void reply_ping(struct node *n, struct api_call *call)
     api_reply(call, &r);
 }
 
-static void reply_status(struct node *n, struct api_call *call)
+static void reply_status(struct node_api *a, struct node *n, struct api_call *call)
 {
     Spur__Api__Response r = SPUR__API__RESPONSE__INIT;
     Spur__Api__RaftStatusResponse s = SPUR__API__RAFT_STATUS_RESPONSE__INIT;
@@ -590,6 +601,8 @@ static void reply_status(struct node *n, struct api_call *call)
         }
         s.members = memp;
     }
+    if (a->acct_status_fn)
+        a->acct_status_fn(a->acct_arg, &s);
     r.result_case = SPUR__API__RESPONSE__RESULT_RAFT_STATUS;
     r.raft_status = &s;
     leader_fields(n, &r);
@@ -748,6 +761,21 @@ static void signal_op(struct node_api *a, struct api_call *call, Spur__Api__Requ
     a->signal_fn(a->signal_arg, call, req);
 }
 
+/* sacct: the leader's accounting answers it (database and state); a follower forwards it. */
+static void acct_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
+{
+    if (a->n->role != RAFT_LEADER) {
+        forward_or_refuse(a, call, req);
+        return;
+    }
+    if (a->acct_fn == NULL) {
+        api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
+                        "accounting queries are not supported by this replica");
+        return;
+    }
+    a->acct_fn(a->acct_arg, call, req);
+}
+
 /* ---- permissions -------------------------------------------------------------------- */
 
 int node_api_permit(const Spur__Api__Request *req)
@@ -829,7 +857,7 @@ void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req
         reply_ping(n, call);
         return;
     case SPUR__API__REQUEST__OP_RAFT_STATUS:
-        reply_status(n, call);
+        reply_status(a, n, call);
         return;
     case SPUR__API__REQUEST__OP_TRANSFER_LEADER:
         transfer_op(a, call, req);
@@ -841,6 +869,9 @@ void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req
         return;
     case SPUR__API__REQUEST__OP_SIGNAL_JOB:
         signal_op(a, call, req);
+        return;
+    case SPUR__API__REQUEST__OP_ACCT_QUERY:
+        acct_op(a, call, req);
         return;
     default:
         break;

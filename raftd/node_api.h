@@ -43,7 +43,8 @@ void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req
  *                         "agent": a node agent registers its own node); transfer_leader,
  *                         add_learner, promote, remove; a token for another user
  *   CODE_OK               anything else
- * Reads (ping, raft_status, get_jobs, get_job, get_nodes, get_partitions) are open to any
+ * Reads (ping, raft_status, get_jobs, get_job, get_nodes, get_partitions, acct_query) are
+ * open to any
  * authenticated caller (Slurm's default without PrivateData). Job writes are open here:
  * who owns a job is decided by the state machine (raftd/fsm/fsm_cmd.h), so every replica
  * agrees; a signal by the leader's jobctl (jobctl_may_signal()).
@@ -68,6 +69,16 @@ void node_api_propose_internal(struct node_api *a, uint8_t *data, size_t len,
  */
 typedef void (*node_api_op_fn)(void *arg, struct api_call *call, Spur__Api__Request *req);
 void node_api_set_signal_handler(struct node_api *a, node_api_op_fn fn, void *arg);
+
+/*
+ * Who answers AcctQueryRequest (sacct) on the leader, and fills RaftStatusResponse's
+ * acct_* fields (accounting, set by the composition root): query as the signal handler
+ * (a follower forwards; no handler: INVALID); status called with the response being
+ * built, its strings borrowed until the reply is sent. NULL fns: none.
+ */
+typedef void (*node_api_status_fn)(void *arg, Spur__Api__RaftStatusResponse *s);
+void node_api_set_acct_handler(struct node_api *a, node_api_op_fn query,
+                               node_api_status_fn status, void *arg);
 
 /* Answer every waiting request UNAVAILABLE with why (a stop, a fatal error). */
 void node_api_fail_all(struct node_api *a, const char *why);

@@ -44,6 +44,44 @@ static void counter_by_msg_type(struct buf *b, const char *name, const char *hel
                    (unsigned long long)by_type[t]);
 }
 
+/* Accounting: the replicated outbox, and this replica's exporter and sacct answers. */
+static void render_acct(const struct node_metrics *m, struct buf *b)
+{
+    struct fsm_acct_stats fs;
+    fsm_acct_get_stats(m->node->fsm, &fs);
+    struct acct_stats as;
+    acct_get_stats(m->acct, &as);
+    uint64_t now = wall_ms();
+    gauge(b, "spur_acct_enabled", "1 when job events are recorded (the replicated setting).",
+          fs.enabled ? 1.0 : 0.0);
+    gauge(b, "spur_acct_outbox_records", "Accounting records in the outbox, not yet exported.",
+          (double)fs.records);
+    gauge(b, "spur_acct_outbox_bytes", "Packed size of the outbox's records.", (double)fs.bytes);
+    gauge(b, "spur_acct_outbox_oldest_age_seconds",
+          "Age of the oldest outbox record by the log clock (0: empty).",
+          fs.oldest_ms && now > fs.oldest_ms ? (double)(now - fs.oldest_ms) / 1000.0 : 0.0);
+    gauge(b, "spur_acct_exported_seq", "The database's high-water mark as the exporter saw it.",
+          (double)as.exported_seq);
+    counter(b, "spur_acct_exported_records_total", "Outbox records this replica exported.",
+            (double)as.exported_records);
+    counter(b, "spur_acct_export_batches_total", "Export transactions committed.",
+            (double)as.batches);
+    family(b, "spur_acct_export_errors_total", "counter",
+           "Export failures by kind (each drops the connection and backs off).");
+    for (int e = 0; e < ACCT_NERR; e++)
+        buf_printf(b, "spur_acct_export_errors_total{reason=\"%s\"} %llu\n",
+                   acct_err_name((enum acct_err)e), (unsigned long long)as.errors[e]);
+    gauge(b, "spur_acct_last_export_timestamp_seconds",
+          "Wall clock of the last export commit (0: never).", (double)as.last_export_ms / 1000.0);
+    gauge(b, "spur_acct_database_up",
+          "1 when the exporter is connected and the schema checked.", as.database_up ? 1.0 : 0.0);
+    counter(b, "spur_acct_queries_total", "sacct queries answered by this replica as leader.",
+            (double)as.queries);
+    counter(b, "spur_acct_query_errors_total",
+            "sacct queries answered from the state because the database failed.",
+            (double)as.query_errors);
+}
+
 static void render(const struct node_metrics *m, struct buf *b)
 {
     const struct node *n = m->node;
@@ -223,6 +261,8 @@ static void render(const struct node_metrics *m, struct buf *b)
           (double)js.pending_allocations);
     gauge(b, "spur_jobs_tracked", "Placed job attempts the leader follows.",
           (double)js.tracked_jobs);
+    if (m->acct)
+        render_acct(m, b);
 }
 
 void node_metrics_handler(void *arg, const char *path, struct httpd_reply *reply)

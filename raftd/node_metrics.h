@@ -5,6 +5,7 @@
 #ifndef SPUR_NODE_METRICS_H
 #define SPUR_NODE_METRICS_H
 
+#include "acct.h"
 #include "api.h"
 #include "httpd.h"
 #include "jobctl.h"
@@ -17,6 +18,7 @@ struct node_metrics {
     const struct node_api *reqs;
     const struct api_server *api;
     const struct jobctl *jobs;
+    const struct acct *acct; /* NULL: no accounting series */
 };
 
 /* The httpd handler (arg: a struct node_metrics). */

@@ -3,12 +3,14 @@
  *
  * It builds, in this order: the shell (node.c: storage, core, transport, status), the
  * forwarder, the request path (node_api.c), the controller (controller.c), the leader's
- * job duties (jobctl.c, with its agent connections), the client API listener (api.c,
+ * job duties (jobctl.c, with its agent connections), accounting (acct.c: the exporter and
+ * sacct), the client API listener (api.c,
  * dispatching into node_api) and the metrics listener. It routes the node's two hooks:
- * applied -> node_api_applied, controller_applied, then jobctl_applied (clients are
- * answered before the leader's duties queue new proposals; jobctl also sees leadership
- * change there), peer -> controller_peer; and node_api's SignalJobRequest handler ->
- * jobctl_signal_job. No module it builds calls back into another's internals; this file
+ * applied -> node_api_applied, controller_applied, jobctl_applied, then acct_applied
+ * (clients are answered before the leader's duties queue new proposals; jobctl and acct
+ * also see leadership change there), peer -> controller_peer; node_api's
+ * SignalJobRequest handler -> jobctl_signal_job, its AcctQueryRequest handler and
+ * RaftStatus accounting fields -> acct_query, acct_fill_status. No module it builds calls back into another's internals; this file
  * is the only one that knows them all.
  *
  * Shutdown is sequenced here as well: the node stops taking part (STOPPING, leadership
@@ -19,6 +21,7 @@
  */
 #include "replica.h"
 
+#include "acct.h"
 #include "api.h"
 #include "controller.h"
 #include "forwarder.h"
@@ -46,6 +49,7 @@ struct replica {
     struct node_api *reqs;
     struct controller *ctl;
     struct jobctl *jobs;
+    struct acct *acct;
     struct api_server *api;
     struct httpd *metrics;
     struct node_metrics metrics_view;
@@ -62,6 +66,8 @@ static void on_applied(void *arg, const struct node_applied *a)
         controller_applied(r->ctl, a);
     if (r->jobs)
         jobctl_applied(r->jobs, a);
+    if (r->acct)
+        acct_applied(r->acct, a);
 }
 
 static void on_peer(void *arg, const struct transport_peer_info *info, bool up)
@@ -100,11 +106,14 @@ int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_i
         r->ctl = controller_new(r->node, r->reqs, cfg);
     if (r->ctl != NULL)
         r->jobs = jobctl_new(r->node, r->reqs, cfg);
-    if (r->reqs == NULL || r->ctl == NULL || r->jobs == NULL) {
+    if (r->jobs != NULL)
+        r->acct = acct_new(r->node, r->reqs, cfg);
+    if (r->reqs == NULL || r->ctl == NULL || r->jobs == NULL || r->acct == NULL) {
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
     node_api_set_signal_handler(r->reqs, jobctl_signal_job, r->jobs);
+    node_api_set_acct_handler(r->reqs, acct_query, acct_fill_status, r->acct);
     struct api_options ao = {
         .listen = cfg->controller.listen,
         .max_frame = cfg->controller.max_frame_bytes,
@@ -125,7 +134,7 @@ int replica_open(struct event_base *base, const struct cfg *cfg, uint32_t node_i
         goto fail;
     code = EXIT_OSERR;
     r->metrics_view = (struct node_metrics){
-        .node = r->node, .reqs = r->reqs, .api = r->api, .jobs = r->jobs};
+        .node = r->node, .reqs = r->reqs, .api = r->api, .jobs = r->jobs, .acct = r->acct};
     if (cfg->metrics.enabled) {
         r->metrics = httpd_new(base, cfg->metrics.bind, cfg->metrics.port, node_metrics_handler,
                                &r->metrics_view, why, whylen);
@@ -234,8 +243,13 @@ void replica_free(struct replica *r)
     r->fwd = NULL;
     httpd_free(r->metrics);
     /* The leader's duties answer the signal calls they hold while the API server exists. */
-    if (r->reqs)
+    if (r->reqs) {
         node_api_set_signal_handler(r->reqs, NULL, NULL);
+        node_api_set_acct_handler(r->reqs, NULL, NULL, NULL);
+    }
+    /* Accounting answers the sacct calls it holds, too, and closes its connections. */
+    acct_free(r->acct);
+    r->acct = NULL;
     jobctl_free(r->jobs);
     r->jobs = NULL;
     controller_free(r->ctl);
