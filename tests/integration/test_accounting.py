@@ -606,18 +606,43 @@ def test_a_newer_schema_version_is_refused_clearly_and_jobs_still_run(postgres, 
     ac.wait_metric(1, "spur_acct_database_up", lambda v: v == 1, 20)
     assert pg.scalar("SELECT version FROM spur_schema") == "1"
     pg.query("UPDATE spur_schema SET version = 99")
+    # Its connections end (as when the newer build that migrated restarted the server);
+    # the next records to export make the exporter find that out, reconnect and check.
     pg.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'spur'")
+    jid = ac.sbatch("-J", "newschema", "--wrap", "true")
     ac.wait_metric(1, "spur_acct_export_errors_total", lambda v: v > 0, 20, reason="schema")
     ac.wait(lambda: any("database schema version 99 is newer than this build's 1" in l
                         for l in acct_lines(ac.log(1))), 10, "the schema log line")
     assert ac.metric(1, "spur_acct_database_up") == 0
-    jid = ac.sbatch("-J", "newschema", "--wrap", "true")
     ac.wait_state(jid, "COMPLETED")
     ac.wait_metric(1, "spur_acct_outbox_records", lambda v: v == 3, 10)
     n0 = ac.metric(1, "spur_acct_export_errors_total", reason="schema")
     ac.wait_metric(1, "spur_acct_export_errors_total", lambda v: v > n0, 10, reason="schema")
     assert pg.count("jobs") == 0 and pg.scalar("SELECT version FROM spur_schema") == "99"
     assert ac.all_alive()
+
+
+def test_a_connection_the_server_ends_while_idle_is_noticed_and_made_again(
+        postgres, clusters):
+    """spur_acct_database_up says the exporter is connected: a backend ended by the server
+    (pg_terminate_backend, a restart, a fail-over) while nothing is waiting to be exported
+    must turn it 0 and bring a reconnect, not wait for the next record to find out."""
+    pg = postgres
+    ac = clusters(pg, n=1, agents=0)
+    ac.wait_metric(1, "spur_acct_database_up", lambda v: v == 1, 20)
+
+    def connects():
+        return sum("database connected" in l for l in acct_lines(ac.log(1)))
+    before = connects()
+    pg.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'spur'")
+    try:
+        wait_until(lambda: connects() > before, 15, interval=0.1)
+    except TimeoutError:
+        raise AssertionError(
+            "no second \"database connected\" within 15 s after the server ended the "
+            "exporter's connection; spur_acct_database_up is "
+            f"{ac.metric(1, 'spur_acct_database_up')}{ac.diag()}") from None
+    assert ac.metric(1, "spur_acct_database_up") == 1
 
 
 # ---- f: two clusters in one database -----------------------------------------------------
