@@ -479,6 +479,7 @@ def kill_when_exporting(ac, lid, total, victim):
         return v is not None and v > 0
     ac.wait(begun, 30, "the export to begin", interval=0.002)
     victim()
+    print(f"killed at exported_seq {seen['v']:.0f} of {total}")
     assert seen["v"] < total, (f"the export of {total} records finished before the kill "
                                f"(exported_seq {seen['v']})")
     return seen["v"]
