@@ -34,8 +34,10 @@
 
 #define RETRY_MIN_MS     100
 #define QUERY_DEFAULT_MS 10000
-#define TRIM_RETRY_MS    5000 /* a trim not seen applied by then may be proposed again */
-#define UNIT_MAX         16   /* statements in one unit */
+#define TRIM_RETRY_MS    5000  /* a trim not seen applied by then may be proposed again */
+#define UNIT_MAX         16    /* statements in one unit */
+#define PGC_CONNECT_S    "10"  /* a connection (TCP, TLS, authentication) takes at most this */
+#define PGC_UNIT_S       "120" /* a unit's answer (a batch, sacct's SELECT) at most this */
 
 static const char NO_DB_WARNING[] = "accounting storage is not configured: showing only the "
                                     "jobs the controller still holds";
@@ -56,7 +58,9 @@ struct pgc {
     int nstmt; /* statements of the unit in flight */
     int nres;  /* results received */
     PGresult *res[UNIT_MAX];
-    pgc_done_fn done; /* the unit's (or the connect's) callback */
+    pgc_done_fn done;       /* the unit's (or the connect's) callback */
+    pgc_done_fn lost;       /* an error with no unit in flight (the server went away) */
+    struct event *deadline; /* a connect or a unit that takes too long fails */
     void (*on_ready)(struct pgc *p);
 };
 
@@ -117,6 +121,8 @@ static void pgc_clear_results(struct pgc *p)
 static void pgc_close(struct pgc *p)
 {
     pgc_clear_results(p);
+    if (p->deadline)
+        evtimer_del(p->deadline);
     if (p->ev) {
         event_free(p->ev);
         p->ev = NULL;
@@ -129,20 +135,31 @@ static void pgc_close(struct pgc *p)
     p->connecting = p->ready = false;
 }
 
-/* The connection's error as one line (libpq's messages end in a newline). */
+/* The connection's error as one line: libpq's messages span lines (newline, tab). */
 static void one_line(char *dst, size_t len, const char *msg)
 {
-    snprintf(dst, len, "%s", msg && *msg ? msg : "unknown error");
-    for (char *c = dst; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = (c[1] == '\0') ? '\0' : ' ';
+    const char *s = msg && *msg ? msg : "unknown error";
+    size_t k = 0;
+    bool space = false;
+    for (; *s && k + 1 < len; s++) {
+        bool ctl = (unsigned char)*s < 0x20 || *s == ' ';
+        if (ctl) {
+            space = k > 0;
+            continue;
+        }
+        if (space && k + 2 < len)
+            dst[k++] = ' ';
+        space = false;
+        dst[k++] = *s;
+    }
+    dst[k] = '\0';
 }
 
 static void pgc_fail(struct pgc *p, const char *err, enum acct_err kind)
 {
     char msg[256];
     one_line(msg, sizeof(msg), err);
-    pgc_done_fn done = p->done;
+    pgc_done_fn done = p->done ? p->done : p->lost;
     p->done = NULL;
     pgc_close(p);
     if (done)
@@ -150,6 +167,32 @@ static void pgc_fail(struct pgc *p, const char *err, enum acct_err kind)
 }
 
 static void on_pgc_event(evutil_socket_t fd, short what, void *arg);
+static void pgc_fail(struct pgc *p, const char *err, enum acct_err kind);
+
+/*
+ * libpq does not enforce connect_timeout for PQconnectPoll, and a server behind a
+ * partition may never answer a batch: both are bounded here.
+ */
+static void on_pgc_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct pgc *p = arg;
+    (void)fd;
+    (void)what;
+    if (p->connecting)
+        pgc_fail(p, "no connection within " PGC_CONNECT_S " s", ACCT_ERR_CONNECT);
+    else if (p->in_unit)
+        pgc_fail(p, "no answer within " PGC_UNIT_S " s", ACCT_ERR_QUERY);
+}
+
+static void pgc_set_deadline(struct pgc *p, int secs)
+{
+    if (p->deadline == NULL)
+        p->deadline = evtimer_new(p->A->n->base, on_pgc_deadline, p);
+    if (p->deadline == NULL)
+        return; /* out of memory: unbounded, as libpq itself would be */
+    struct timeval tv = {secs, 0};
+    evtimer_add(p->deadline, &tv);
+}
 
 static int pgc_arm(struct pgc *p, short what)
 {
@@ -192,6 +235,7 @@ static void pgc_connect(struct pgc *p, pgc_done_fn failed, void (*on_ready)(stru
         return;
     }
     p->connecting = true;
+    pgc_set_deadline(p, atoi(PGC_CONNECT_S));
     if (pgc_arm(p, EV_WRITE) != 0)
         pgc_fail(p, "cannot watch the connection's socket", ACCT_ERR_CONNECT);
 }
@@ -216,6 +260,8 @@ static void pgc_connect_step(struct pgc *p)
         }
         p->ready = true;
         p->done = NULL;
+        if (p->deadline)
+            evtimer_del(p->deadline);
         if (p->on_ready)
             p->on_ready(p);
         return;
@@ -257,6 +303,7 @@ static void pgc_send(struct pgc *p, const char *const *sql,
         pgc_fail(p, PQerrorMessage(p->conn), ACCT_ERR_QUERY);
         return;
     }
+    pgc_set_deadline(p, atoi(PGC_UNIT_S));
     pgc_flush(p);
 }
 
@@ -264,7 +311,7 @@ static void pgc_send(struct pgc *p, const char *const *sql,
 static void pgc_read(struct pgc *p)
 {
     if (PQconsumeInput(p->conn) != 1) {
-        pgc_fail(p, PQerrorMessage(p->conn), ACCT_ERR_QUERY);
+        pgc_fail(p, PQerrorMessage(p->conn), p->in_unit ? ACCT_ERR_QUERY : ACCT_ERR_CONNECT);
         return;
     }
     int nulls = 0;
@@ -282,6 +329,8 @@ static void pgc_read(struct pgc *p)
             pgc_done_fn done = p->done;
             p->done = NULL;
             p->in_unit = false;
+            if (p->deadline)
+                evtimer_del(p->deadline);
             if (done)
                 done(p, NULL, ACCT_ERR_QUERY); /* results stay until the next unit */
             return;
@@ -804,6 +853,14 @@ static void q_failed(struct pgc *p, const char *err, enum acct_err kind)
     q_next(A);
 }
 
+/* The idle query connection went away: the next sacct connects again. */
+static void q_lost(struct pgc *p, const char *err, enum acct_err kind)
+{
+    (void)kind;
+    log_event(LOG_INFO, "acct", "sacct connection closed", "error=%s", log_q(err));
+    q_next(p->A);
+}
+
 static void q_done(struct pgc *p, const char *err, enum acct_err kind)
 {
     struct acct *A = p->A;
@@ -997,8 +1054,8 @@ struct acct *acct_new(struct node *n, struct node_api *api, const struct cfg *cf
     A->api = api;
     A->cfg = cfg;
     A->configured = cfg->accounting.database_url && cfg->accounting.database_url[0] != '\0';
-    A->exp = (struct pgc){.A = A, .name = "exporter", .fd = -1};
-    A->qry = (struct pgc){.A = A, .name = "query", .fd = -1};
+    A->exp = (struct pgc){.A = A, .name = "exporter", .fd = -1, .lost = exp_failed};
+    A->qry = (struct pgc){.A = A, .name = "query", .fd = -1, .lost = q_lost};
     A->st = A->configured ? E_STANDBY : E_OFF;
     A->rng = mono_ns() ^ ((uint64_t)getpid() << 32);
     A->ev_retry = evtimer_new(n->base, on_retry, A);
@@ -1018,6 +1075,10 @@ void acct_free(struct acct *A)
         return;
     fail_queries(A, "this replica is shutting down");
     exp_stop(A, "shutting down");
+    if (A->exp.deadline)
+        event_free(A->exp.deadline);
+    if (A->qry.deadline)
+        event_free(A->qry.deadline);
     if (A->ev_retry)
         event_free(A->ev_retry);
     if (A->ev_pump)
