@@ -20,7 +20,9 @@ agents. What holds, each against those processes:
   - a wrong password, and a newer schema version (99): a clear log line,
     spur_acct_export_errors_total{reason=auth|schema} > 0, spur_acct_database_up 0, and
     jobs still submit and run;
-  - two clusters (cluster_name alpha, beta) in one database do not mix.
+  - two clusters (cluster_name alpha, beta; beta's password from accounting.password_file)
+    in one database do not mix: jobs rows, job_events and sacct each only its own;
+  - a connection the server ends while the exporter is idle is noticed and made again.
 
 Every wait is bounded and says what it waited for, with the replicas', the agents' and
 PostgreSQL's log tails. Timing of the timeouts: about 4 minutes on 2 cores (the 60 s
@@ -651,7 +653,10 @@ def test_a_connection_the_server_ends_while_idle_is_noticed_and_made_again(
 def test_two_clusters_in_one_database_do_not_mix(postgres, clusters):
     pg = postgres
     a = clusters(pg, n=1, cluster_name="alpha")
-    b = clusters(pg, n=1, cluster_name="beta")
+    # beta reads its password from accounting.password_file (mode 0600, its user's).
+    pwfile = pg.write_password_file(pg.dir / "beta.pw", owner=os.geteuid())
+    b = clusters(pg, n=1, cluster_name="beta",
+                 accounting={"database_url": pg.url(pw=None), "password_file": str(pwfile)})
     ids = {}
     for ac in (a, b):
         ids[ac.name] = [ac.sbatch("-J", f"{ac.name}-{k}", "--wrap", "true") for k in range(3)]
@@ -665,6 +670,7 @@ def test_two_clusters_in_one_database_do_not_mix(postgres, clusters):
         assert names == [f"{ac.name}-{k}" for k in range(3)]
     assert sorted(r[0] for r in pg.query("SELECT cluster FROM spur_export")) == \
         ["alpha", "beta"]
+    assert pgtest.PASSWORD not in b.log(1), "the password file's content is in the log"
     for ac in (a, b):
         ac.wait_outboxes_empty()
         rows = ac.sacct_rows(["JobID", "JobName"], "-a", "-X", "-S", an_hour_ago())
