@@ -262,6 +262,45 @@ class Poller(threading.Thread):
         self.join(5)
 
 
+def parse_metrics(text):
+    """Prometheus text as {series: value}: a series is its name, with its labels as
+    written when it has any (`spur_acct_export_errors_total{reason="auth"}`)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        series, _, rest = line.rpartition("}") if "}" in line else line.partition(" ")
+        if "}" in line:
+            series += "}"
+        value = rest.split()[0] if rest.split() else ""
+        try:
+            out[series.strip()] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+def read_metrics(port, host="127.0.0.1", timeout=2.0):
+    """GET /metrics of a worker's metrics listener, parsed (parse_metrics()); None when it
+    does not answer 200."""
+    try:
+        st, body = http_get(port, "/metrics", host=host, timeout=timeout)
+    except OSError:
+        return None
+    return parse_metrics(body) if st == 200 else None
+
+
+def metric_value(metrics, name, default=None, **labels):
+    """One series of parse_metrics() output: name with labels (as keyword arguments), or
+    default when it is missing (or metrics is None)."""
+    if metrics is None:
+        return default
+    if labels:
+        name += "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+    return metrics.get(name, default)
+
+
 def write_config(path, **sections):
     """Write a spur.yaml from nested dicts (flow style, one key per line)."""
     import yaml  # python3-yaml
@@ -389,6 +428,11 @@ class Supervisor:
 
     def signal(self, sig):
         os.kill(self.pid, sig)
+
+    def metrics(self, timeout=2.0):
+        """The worker's /metrics (metrics.port) parsed: {series: value}, None when it does
+        not answer."""
+        return read_metrics(self.cfg.get("metrics", {}).get("port"), timeout=timeout)
 
     # -- cleanup ------------------------------------------------------------------------
     def kill(self):
@@ -847,6 +891,10 @@ class Cluster:
         s = self.replica(i)
         s.signal(sig)
         return s.wait_exit(timeout)
+
+    def metrics(self, i, timeout=2.0):
+        """Node i's worker /metrics parsed ({series: value}), None when it does not answer."""
+        return read_metrics(self.ports[i - 1]["metrics"], timeout=timeout)
 
     def kill_all(self):
         for s in self.replicas:
