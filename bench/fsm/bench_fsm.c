@@ -3,6 +3,10 @@
  * memory, snapshot and restore times, and get_jobs(all), printed as a table.
  *
  *     build/bench/fsm/bench_fsm [--jobs 10000,100000] [--script-bytes 256] [--clients 1000]
+ *                               [--accounting]
+ *
+ * --accounting turns the replicated accounting setting on first, so every submit also
+ * appends its outbox record (docs/accounting.md): the difference is the outbox's cost.
  *
  * Each size runs in a child process of its own, so one size's memory never shows in
  * another's figures. Per size:
@@ -74,6 +78,8 @@ static void apply_or_die(struct fsm *f, uint8_t *buf, size_t len)
     free(buf);
 }
 
+static int accounting; /* --accounting */
+
 static void setup(struct fsm *f, uint64_t t)
 {
     struct cfg c;
@@ -100,6 +106,14 @@ static void setup(struct fsm *f, uint64_t t)
         FSM_OK)
         die(err);
     apply_or_die(f, buf, len);
+    if (accounting) {
+        struct fsm_settings_conf st = {.finished_job_retention_s = c.controller.finished_job_retention_s,
+                                       .max_script_bytes = c.controller.max_script_bytes,
+                                       .accounting = true};
+        if (fsm_encode_set_settings(&st, t, &buf, &len) != FSM_OK)
+            die("encode settings failed");
+        apply_or_die(f, buf, len);
+    }
     cfg_free(&c);
     for (int i = 0; i < 100; i++) {
         char name[32];
@@ -244,8 +258,11 @@ int main(int argc, char **argv)
             script_bytes = strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc)
             clients = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--accounting") == 0)
+            accounting = 1;
         else {
-            fprintf(stderr, "usage: bench_fsm [--jobs N,N...] [--script-bytes B] [--clients C]\n");
+            fprintf(stderr, "usage: bench_fsm [--jobs N,N...] [--script-bytes B] [--clients C] "
+                            "[--accounting]\n");
             return 64;
         }
     }
@@ -253,7 +270,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_fsm: --script-bytes and --clients must be positive\n");
         return 64;
     }
-    printf("fsm benchmark: %zu-byte scripts, %u clients, 100 nodes\n\n", script_bytes, clients);
+    printf("fsm benchmark: %zu-byte scripts, %u clients, 100 nodes, accounting %s\n\n",
+           script_bytes, clients, accounting ? "on" : "off");
     printf("%8s | %12s | %14s | %9s | %8s | %9s | %10s | %10s | %10s | %9s | %10s\n", "jobs",
            "apply/s", "enc+apply/s", "state RSS", "peak RSS", "snapshot", "snap size", "restore",
            "get_jobs", "pack", "resp size");
