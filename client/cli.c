@@ -6,6 +6,7 @@
 #include "spur_build.h"
 
 #include <getopt.h>
+#include <grp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,4 +357,19 @@ spurclient_response *cli_read(struct cli *c, spurclient_request *req)
         return NULL;
     }
     return r;
+}
+
+const char *cli_group_name(uint32_t gid, void *arg)
+{
+    struct cli_group_cache *g = arg;
+    if (g->valid && g->gid == gid)
+        return g->name[0] ? g->name : NULL;
+    struct group gr, *res = NULL;
+    char buf[4096];
+    g->gid = gid;
+    g->valid = true;
+    g->name[0] = '\0';
+    if (getgrgid_r((gid_t)gid, &gr, buf, sizeof(buf), &res) == 0 && res != NULL)
+        snprintf(g->name, sizeof(g->name), "%s", res->gr_name);
+    return g->name[0] ? g->name : NULL;
 }

@@ -116,6 +116,17 @@ spurclient_response *cli_read_any(struct cli *c, spurclient_request *req);
 void cli_response_error(const struct cli *c, const spurclient_response *r, const char *what);
 const char *cli_code_name(int code);
 
+/*
+ * A group's name from its gid, for the fmt contexts' group_name hook (arg: a zeroed
+ * struct cli_group_cache, which remembers the last lookup). NULL: no such group.
+ */
+struct cli_group_cache {
+    uint32_t gid;
+    bool valid;
+    char name[256];
+};
+const char *cli_group_name(uint32_t gid, void *arg);
+
 int cmd_scontrol(struct cli *c, int argc, char **argv);
 int cmd_sbatch(struct cli *c, int argc, char **argv);
 int cmd_squeue(struct cli *c, int argc, char **argv);

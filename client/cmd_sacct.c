@@ -17,7 +17,6 @@
 #include "strv.h"
 #include "util.h"
 
-#include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,27 +43,6 @@ static const char help_text[] =
     "  -n, --noheader          -p, --parsable (ends with '|')  -P, --parsable2\n"
     "  -l, --long              -b, --brief     --json  Slurm's JSON document\n"
     "  -e, --helpformat        -h, --help      --usage  -V, --version\n";
-
-struct group_cache {
-    uint32_t gid;
-    bool valid;
-    char name[256];
-};
-
-static const char *group_name(uint32_t gid, void *arg)
-{
-    struct group_cache *g = arg;
-    if (g->valid && g->gid == gid)
-        return g->name[0] ? g->name : NULL;
-    struct group gr, *res = NULL;
-    char buf[4096];
-    g->gid = gid;
-    g->valid = true;
-    g->name[0] = '\0';
-    if (getgrgid_r((gid_t)gid, &gr, buf, sizeof(buf), &res) == 0 && res != NULL)
-        snprintf(g->name, sizeof(g->name), "%s", res->gr_name);
-    return g->name[0] ? g->name : NULL;
-}
 
 /* Turn the uids among o->users into names (a uid with no name stays a number). */
 static int resolve_users(struct sacct_opts *o)
@@ -192,9 +170,9 @@ int cmd_sacct(struct cli *c, int argc, char **argv)
             sel[m++] = a->jobs[i];
     qsort(sel, m, sizeof(*sel), by_id);
 
-    struct group_cache gc = {0};
+    struct cli_group_cache gc = {0};
     struct sacct_ctx ctx = {
-        .now_ms = now, .cluster = c->cluster_name, .group_name = group_name, .arg = &gc};
+        .now_ms = now, .cluster = c->cluster_name, .group_name = cli_group_name, .arg = &gc};
     if (o.json) {
         sacct_print_json(stdout, sel, m, o.allocations, a->source, a->warning, &ctx);
     } else {

@@ -17,34 +17,12 @@
 #include "util.h"
 
 #include <errno.h>
-#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #define CODE(x) SPUR__API__CODE__CODE_##x
-
-struct group_cache {
-    uint32_t gid;
-    bool valid;
-    char name[256];
-};
-
-static const char *group_name(uint32_t gid, void *arg)
-{
-    struct group_cache *g = arg;
-    if (g->valid && g->gid == gid)
-        return g->name[0] ? g->name : NULL;
-    struct group gr, *res = NULL;
-    char buf[4096];
-    g->gid = gid;
-    g->valid = true;
-    g->name[0] = '\0';
-    if (getgrgid_r((gid_t)gid, &gr, buf, sizeof(buf), &res) == 0 && res != NULL)
-        snprintf(g->name, sizeof(g->name), "%s", res->gr_name);
-    return g->name[0] ? g->name : NULL;
-}
 
 /* w names the entity: a prefix of its plural ("part", "jobs"), or its Key= spelling. */
 static bool entity_is(const char *w, const char *plural, const char *key)
@@ -101,8 +79,8 @@ static int show_jobs(struct cli *c, const char *id_text)
     } else if (n == 0) {
         printf("No jobs in the system\n");
     } else {
-        struct group_cache gc = {0};
-        struct fmt_ctx ctx = {.now_ms = wall_ms(), .group_name = group_name, .arg = &gc};
+        struct cli_group_cache gc = {0};
+        struct fmt_ctx ctx = {.now_ms = wall_ms(), .group_name = cli_group_name, .arg = &gc};
         for (size_t i = 0; i < n; i++)
             fmt_show_job(stdout, jobs[i], &ctx);
     }
