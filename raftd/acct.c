@@ -1065,11 +1065,15 @@ static char *read_password(const char *path)
                   log_q(strerror(errno)));
         return NULL;
     }
+    /* Owner and group may read it (a Kubernetes Secret is root:fsGroup 0440); others not. */
     struct stat st;
-    if (fstat(fd, &st) == 0 && (st.st_mode & 077) != 0)
-        log_event(LOG_WARN, "acct", "password file is readable by group or others",
+    if (fstat(fd, &st) == 0 && (st.st_mode & 007) != 0) {
+        log_event(LOG_ERROR, "acct", "password file is readable by others; not using it",
                   "path=%s mode=%04o hint=%s", log_q(path), (unsigned)(st.st_mode & 07777),
-                  log_q("chmod 600"));
+                  log_q("chmod 640"));
+        close(fd);
+        return NULL;
+    }
     char buf[1024];
     ssize_t k = read(fd, buf, sizeof(buf) - 1);
     close(fd);

@@ -603,6 +603,20 @@ def test_a_wrong_password_is_logged_and_counted_and_jobs_still_run(postgres, clu
     assert not pg.table_exists("jobs"), "tables made through a connection that was refused"
 
 
+def test_a_password_file_others_can_read_is_not_used(postgres, clusters):
+    pg = postgres
+    pwfile = pg.write_password_file(pg.dir / "open.pw", owner=os.geteuid())
+    os.chmod(pwfile, 0o644)
+    ac = clusters(pg, n=1, accounting={"database_url": pg.url(pw=None),
+                                       "password_file": str(pwfile)})
+    ac.wait_metric(1, "spur_acct_export_errors_total", lambda v: v > 0, 20, reason="auth")
+    lines = acct_lines(ac.log(1))
+    assert any("password file is readable by others; not using it" in l and "mode=0644" in l
+               for l in lines), lines
+    assert pgtest.PASSWORD not in ac.log(1), "the password file's content is in the log"
+    assert ac.metric(1, "spur_acct_database_up") == 0 and ac.all_alive()
+
+
 def test_a_newer_schema_version_is_refused_clearly_and_jobs_still_run(postgres, clusters):
     pg = postgres
     ac = clusters(pg, n=1, agents=1)
