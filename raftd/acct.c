@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #define RETRY_MIN_MS     100
-#define BATCH_GAP_MS     50    /* a partial batch waits this long after the last one */
+#define BATCH_GAP_MS     50 /* a partial batch waits this long after the last one */
 #define QUERY_DEFAULT_MS 10000
 #define TRIM_RETRY_MS    5000  /* a trim not seen applied by then may be proposed again */
 #define UNIT_MAX         16    /* statements in one unit */

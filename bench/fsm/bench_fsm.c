@@ -92,22 +92,21 @@ static void setup(struct fsm *f, uint64_t t)
     if (c.npartitions > 8)
         die("too many partitions in the defaults");
     for (size_t i = 0; i < c.npartitions; i++)
-        parts[i] = (struct fsm_partition_conf){.name = c.partitions[i].name,
-                                               .nodes = c.partitions[i].nodes,
-                                               .is_default = c.partitions[i].is_default,
-                                               .up = c.partitions[i].up,
-                                               .max_nodes = c.partitions[i].max_nodes,
-                                               .max_time_min = c.partitions[i].max_time_min,
-                                               .max_cpus_per_node =
-                                                   c.partitions[i].max_cpus_per_node,
-                                               .max_mem_mb_per_node =
-                                                   c.partitions[i].max_mem_mb_per_node};
-    if (fsm_encode_set_partitions(parts, c.npartitions, t, &buf, &len, err, sizeof(err)) !=
-        FSM_OK)
+        parts[i] =
+            (struct fsm_partition_conf){.name = c.partitions[i].name,
+                                        .nodes = c.partitions[i].nodes,
+                                        .is_default = c.partitions[i].is_default,
+                                        .up = c.partitions[i].up,
+                                        .max_nodes = c.partitions[i].max_nodes,
+                                        .max_time_min = c.partitions[i].max_time_min,
+                                        .max_cpus_per_node = c.partitions[i].max_cpus_per_node,
+                                        .max_mem_mb_per_node = c.partitions[i].max_mem_mb_per_node};
+    if (fsm_encode_set_partitions(parts, c.npartitions, t, &buf, &len, err, sizeof(err)) != FSM_OK)
         die(err);
     apply_or_die(f, buf, len);
     if (accounting) {
-        struct fsm_settings_conf st = {.finished_job_retention_s = c.controller.finished_job_retention_s,
+        struct fsm_settings_conf st = {.finished_job_retention_s =
+                                           c.controller.finished_job_retention_s,
                                        .max_script_bytes = c.controller.max_script_bytes,
                                        .accounting = true};
         if (fsm_encode_set_settings(&st, t, &buf, &len) != FSM_OK)
