@@ -545,6 +545,14 @@ static int munge_start(struct aconn *c, Spur__Api__Request *req, uint8_t *bytes,
 static int user_request(struct aconn *c, Spur__Api__Request *req, uint8_t *bytes, size_t len)
 {
     struct api_server *s = c->srv;
+    uint64_t now_s = (uint64_t)time(NULL);
+    if (c->authed && c->id.until_s != 0 && now_s >= c->id.until_s) {
+        /* A connection proved by a token is good for the token's life, no longer: expiry
+         * (and retiring its key) is how a token is revoked. A fresh credential may follow. */
+        log_event(LOG_INFO, "api", "connection's token expired", "peer=%s user=%s", log_q(c->peer),
+                  log_q(c->id.user));
+        c->authed = false;
+    }
     if (c->authed)
         return process_as(c, req, bytes, len, &c->id);
     const Spur__Api__Credential *cr = req->credential;
@@ -552,8 +560,8 @@ static int user_request(struct aconn *c, Spur__Api__Request *req, uint8_t *bytes
         struct auth_id id;
         enum auth_fail f = AUTH_FAIL_INVALID;
         char why[256] = "";
-        if (auth_check_token(&s->auth, cr->token ? cr->token : "", (uint64_t)time(NULL), &id, &f,
-                             why, sizeof(why)) != 0) {
+        if (auth_check_token(&s->auth, cr->token ? cr->token : "", now_s, &id, &f, why,
+                             sizeof(why)) != 0) {
             auth_failed(c, AUTH_TOKEN, f, why);
             return refuse_unauthenticated(c, req, bytes);
         }

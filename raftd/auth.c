@@ -207,6 +207,7 @@ int auth_check_token(const struct auth_policy *p, const char *token, uint64_t no
         *fail = AUTH_FAIL_UNKNOWN_USER;
         return -1;
     }
+    out->until_s = cl.expires_s;
     return 0;
 }
 

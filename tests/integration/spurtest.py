@@ -541,8 +541,19 @@ API_OK, API_INVALID, API_NOT_FOUND, API_UNAVAILABLE, API_TIMEOUT, API_REFUSED = 
 OP_PING, OP_SUBMIT_JOB, OP_GET_JOBS = 20, 40, 41
 
 
+def api_connect(addr, timeout=10.0):
+    """A connection to the client API at addr ("host:port" or "unix:/path")."""
+    if addr.startswith("unix:"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout + 2)
+        sock.connect(addr[5:])
+        return sock
+    host, port = addr.rsplit(":", 1)
+    return socket.create_connection((host.strip("[]"), int(port)), timeout=timeout + 2)
+
+
 def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10.0,
-             token=None, extra=b"", **envelope):
+             token=None, extra=b"", conn=None, **envelope):
     """Send one Request (op: its oneof field number, body: the operation's bytes) to the
     client API at addr "host:port" (or "unix:/path") and return the Response as a dict:
     code, error, cluster_name, leader_id, leader_hint, served_by, and result (the oneof
@@ -550,7 +561,8 @@ def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10
     ints/strs. token: sent as the request's credential (a TCP connection needs one for
     anything but a Ping); None: root's, when a test started the replica at addr; False:
     none. extra: raw fields appended to the envelope (e.g. a forged
-    Request.caller)."""
+    Request.caller). conn: a connection from api_connect() to send on and leave open
+    (default: one of its own for this call)."""
     import random
     import struct
 
@@ -576,14 +588,8 @@ def api_call(addr, op, body=b"", cluster_name="", protocol_version=1, timeout=10
             data += chunk
         return data
 
-    if addr.startswith("unix:"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout + 2)
-        sock.connect(addr[5:])
-    else:
-        host, port = addr.rsplit(":", 1)
-        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout + 2)
-    with sock:
+    sock = conn if conn is not None else api_connect(addr, timeout)
+    with contextlib.nullcontext(sock) if conn is not None else sock:
         sock.sendall(struct.pack(">I", len(req)) + req)
         while True:
             n = struct.unpack(">I", recv_exact(sock, 4))[0]

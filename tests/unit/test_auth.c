@@ -272,6 +272,7 @@ START_TEST(test_check_token)
     ck_assert_str_eq(id.user, "nobody");
     ck_assert_uint_eq(id.uid, getpwnam("nobody")->pw_uid);
     ck_assert_str_eq(id.method, "token");
+    ck_assert_uint_eq(id.until_s, now + 60); /* the connection's proof ends with the token */
     /* At and after its expiry. */
     ck_assert_int_eq(auth_check_token(&p, tok, now + 60, &id, &f, why, sizeof(why)), -1);
     ck_assert_int_eq(f, AUTH_FAIL_EXPIRED);
