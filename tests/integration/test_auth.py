@@ -113,6 +113,37 @@ def test_tcp_request_without_credential_is_refused(sups):
     assert "authentication failed" in s.log()
 
 
+def test_connection_proved_by_a_token_lasts_as_long_as_the_token(sups):
+    """A connection proved once with a token (what the client library does) is not proved
+    for good: once the token's exp has passed, the next request on it is refused."""
+    s = sups.start()
+    s.wait_ready(15)
+    addr = s.cfg["controller"]["listen"]
+    token = spurtest.mint_token(s.cfg["auth"]["key_file"], "root", lifespan=3)
+    exp = time.time() + 3
+    with spurtest.api_connect(addr) as conn:
+        r = api_call(addr, OP_SUBMIT_JOB, pb_field(1, job_spec("#!/bin/sh\ntrue\n")),
+                     cluster_name="test", token=token, conn=conn)
+        assert r["code"] == 0, r
+        r = api_call(addr, OP_SUBMIT_JOB, pb_field(1, job_spec("#!/bin/sh\ntrue\n")),
+                     cluster_name="test", token=False, conn=conn)
+        assert r["code"] == 0, r  # proved already, on this connection
+        time.sleep(max(0.0, exp - time.time()) + 1.1)
+        r = api_call(addr, OP_SUBMIT_JOB, pb_field(1, job_spec("#!/bin/sh\ntrue\n")),
+                     cluster_name="test", token=False, conn=conn)
+        assert (r["code"], r["error"]) == (API_UNAUTHENTICATED, "not authenticated")
+        # The same expired token again: still no.
+        r = api_call(addr, OP_SUBMIT_JOB, pb_field(1, job_spec("#!/bin/sh\ntrue\n")),
+                     cluster_name="test", token=token, conn=conn)
+        assert (r["code"], r["error"]) == (API_UNAUTHENTICATED, "not authenticated")
+        # A fresh one on the same connection proves it again.
+        r = api_call(addr, OP_SUBMIT_JOB, pb_field(1, job_spec("#!/bin/sh\ntrue\n")),
+                     cluster_name="test", token=spurtest.mint_token(s.cfg["auth"]["key_file"],
+                                                                    "root"), conn=conn)
+        assert r["code"] == 0, r
+    assert "connection's token expired" in s.log()
+
+
 def test_forged_user_in_a_request_is_ignored(cluster_factory, test_user):
     """A raw request that claims to be root in every field it can (Request.user, the
     JobSpec's user/uid/gid, a Request.caller) gets the job of the token's user."""
@@ -462,3 +493,81 @@ def test_agent_with_another_key_is_refused(cluster_factory):
         assert "cn9" not in nodes
     finally:
         a.kill()
+
+
+def test_rolling_key_rotation(cluster_factory):
+    """docs/deployment/key-rotation.md, done as an operator would: three replicas and an
+    agent on key A go to key B in three rolling restarts (next key B, then B current with
+    A next, then B alone), one member at a time. After every restart the cluster takes a
+    write and every member is connected; no log ever says "no common cluster key"; the
+    agent runs a job at the end; a token signed under A stops working once A is gone."""
+    c = up(cluster_factory, n=3)
+    key_a = Path(c.cfgs[0]["auth"]["key_file"])
+    key_b = spurtest.new_key_file(c.tmp / "next.key")
+    id_a, id_b = spurtest.key_id(key_a.read_bytes()), spurtest.key_id(key_b.read_bytes())
+    agent = spurtest.Agent(c.tmp, spurtest.agent_config(c.cfgs[0]), "cn1", cpus=1)
+    token = {id_a: spurtest.mint_token(key_a, "root"), id_b: spurtest.mint_token(key_b, "root")}
+
+    def nodes(tok):
+        p = c.spur("sinfo", "--json", env={"SPUR_JWT": tok})
+        return {n["name"]: n["state"] for n in json.loads(p.stdout)["nodes"]} \
+            if p.returncode == 0 else {}
+
+    try:
+        wait_until(lambda: nodes(token[id_a]).get("cn1") == "idle", 30, interval=0.1,
+                   what="cn1 idle")
+        writes = 0
+        for step, (cur, nxt) in enumerate([(key_a, key_b), (key_b, key_a), (key_b, None)], 1):
+            tok = token[id_b] if step == 3 else token[id_a]  # held by everyone throughout
+            want = ",".join(spurtest.key_id(k.read_bytes()) for k in (cur, nxt) if k)
+            for i in (1, 2, 3):
+                c.stop(i)
+                c.cfgs[i - 1]["auth"] = {"key_file": str(cur), "next_key_file": str(nxt or "")}
+                c.start(i)
+                c.wait_ready([i])
+                assert f"key_ids={want}" in c.replica(i).log()
+
+                def all_connected():
+                    for j in (1, 2, 3):
+                        p = c.spur("scontrol", "raft", "status", "--json", host=c.api(j),
+                                   env={"SPUR_JWT": tok})
+                        if p.returncode != 0:
+                            return False
+                        st = json.loads(p.stdout)
+                        if st["leader_id"] == 0 or not all(m["connected"]
+                                                           for m in st["members"]):
+                            return False
+                    return True
+                wait_until(all_connected, 20, interval=0.1,
+                           what=f"step {step}, node {i}: a leader and every member connected")
+                spurtest.submit(c, f"step{step}-n{i}", env={"SPUR_JWT": tok})
+                writes += 1
+            cfg = dict(agent.cfg, auth={"key_file": str(cur), "next_key_file": str(nxt or "")})
+            agent.cfg = cfg
+            spurtest.write_config(agent.cfg_path, **cfg)
+            agent.restart(hard=False)
+            wait_until(lambda: f"key_ids={want}" in agent.log_path.read_text(errors="replace"), 10,
+                       what=f"step {step}: the agent's keys")
+            wait_until(lambda: nodes(tok).get("cn1") == "idle", 30, interval=0.1,
+                       what=f"step {step}: cn1 back")
+        logs = [c.replica(i).log() for i in (1, 2, 3)] + [agent.log()]
+        assert not any("no common cluster key" in lg for lg in logs)
+        # The agent runs a job under the new key alone.
+        p = c.spur("sbatch", "--parsable", "--wrap=true", "-J", "rotated",
+                   env={"SPUR_JWT": token[id_b]}, check=True)
+        jid = int(p.stdout.strip())
+
+        def state():
+            q = c.spur("squeue", "-t", "all", "--json", env={"SPUR_JWT": token[id_b]})
+            return {j["job_id"]: j["state"] for j in json.loads(q.stdout)}.get(jid) \
+                if q.returncode == 0 else None
+        wait_until(lambda: state() == "COMPLETED", 30, interval=0.1, what="the job completed")
+        # Every acknowledged write is there.
+        q = c.spur("squeue", "-t", "all", "-h", "-o", "%j", env={"SPUR_JWT": token[id_b]},
+                   check=True)
+        assert len([n for n in q.stdout.split() if n.startswith("step")]) == writes == 9
+        # Tokens under the retired key no longer prove anything.
+        old = c.spur("squeue", env={"SPUR_JWT": token[id_a]})
+        assert old.returncode == 1 and "not authenticated" in old.stderr
+    finally:
+        agent.kill()
