@@ -80,7 +80,7 @@ struct auth_id {
     uint32_t uid, gid;
     bool is_operator;
     char method[AUTH_METHOD_MAX]; /* "socket", "token", "munge", or the member's role */
-    uint64_t until_s; /* a token's "exp": the identity holds until then; 0: for good */
+    uint64_t until_s;             /* a token's "exp": the identity holds until then; 0: for good */
 };
 
 /* Whether this user is an operator under p (see above). Reads the group database. */
