@@ -18,7 +18,9 @@ pending (no agents): one record (submit) per job.
 Prints: submit jobs/s without and with the database and the difference in %; export
 records/s during the load (rows added while the clients ran / load time), the rows in the
 database and the outbox depth when the load ended, the drain time after it, and the
-overall export rate (all rows / first row to drained). Issue 14's target: with a database
+overall export rate (all rows / first row to drained); then where the CPU went during each
+row's load (the leader's worker, the followers', PostgreSQL, the driver, the rest) and how
+busy the machine was. Issue 14's target: with a database
 at most 10 % fewer submissions/s. Prints; asserts nothing.
 
 Usage: bench/acct/run.py [--seconds 10] [--clients 64] [--warmup 1] [--batch-size N]
@@ -35,6 +37,81 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib import start_submit_driver  # noqa: E402
+
+
+def proc_cpu():
+    """{pid: (comm, CPU ticks used: utime + stime)} of every process now."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        r = st.rfind(")")
+        fields = st[r + 2:].split()  # from field 3 (state) on: utime is 14, stime 15
+        out[int(d)] = (st[st.find("(") + 1:r], int(fields[11]) + int(fields[12]))
+    return out
+
+
+def machine_ticks():
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    return sum(v) - idle, sum(v)
+
+
+class CpuSplit:
+    """Where the CPU went during a load: the leader's worker, the followers' workers,
+    PostgreSQL (every process named postgres), the submit driver (the children this
+    process reaped meanwhile) and everything else, in CPU seconds; and how busy the whole
+    machine was."""
+
+    def __init__(self, cluster, leader):
+        w = {i: cluster.worker_pid(i) for i in range(1, 4)}
+        self.leader, self.followers = w[leader], {p for i, p in w.items() if i != leader}
+        self.hz = os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self):
+        import resource
+        self.p0, self.m0 = proc_cpu(), machine_ticks()
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.c0 = ru.ru_utime + ru.ru_stime
+        return self
+
+    def __exit__(self, *exc):
+        import resource
+        p1, m1 = proc_cpu(), machine_ticks()
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        groups = {"leader": 0, "followers": 0, "postgres": 0, "other": 0}
+        for pid, (comm, t) in p1.items():
+            before = self.p0.get(pid)
+            d = t - (before[1] if before and before[0] == comm else 0)
+            if pid == self.leader:
+                groups["leader"] += d
+            elif pid in self.followers:
+                groups["followers"] += d
+            elif comm.startswith("postgres"):
+                groups["postgres"] += d
+            elif pid != os.getpid():
+                groups["other"] += d
+        self.cpu = {k: v / self.hz for k, v in groups.items()}
+        self.cpu["driver"] = ru.ru_utime + ru.ru_stime - self.c0
+        busy, total = m1[0] - self.m0[0], m1[1] - self.m0[1]
+        self.busy_pct = 100.0 * busy / total if total else float("nan")
+        return False
+
+    def row(self, label, jobs_per_s, seconds):
+        jobs = jobs_per_s * seconds
+        per = {k: (v / jobs * 1e6 if jobs else float("nan")) for k, v in self.cpu.items()}
+        return (f"{label:24} " + " ".join(f"{self.cpu[k]:6.2f}/{per[k]:5.0f}"
+                                           for k in CPU_GROUPS) + f" {self.busy_pct:6.0f}")
+
+
+CPU_GROUPS = ("leader", "followers", "postgres", "driver", "other")
 
 
 def submit_load(spurtest, bench, cluster, a):
@@ -116,8 +193,9 @@ def main():
     pg = cluster = None
     try:
         # ---- without a database
-        cluster, _ = new_cluster(spurtest, tmp, "nodb")
-        base, base_row, p = submit_load(spurtest, bench, cluster, a)
+        cluster, lid = new_cluster(spurtest, tmp, "nodb")
+        with CpuSplit(cluster, lid) as cpu_base:
+            base, base_row, p = submit_load(spurtest, bench, cluster, a)
         if p.returncode != 0:
             rc = 1
             sys.stderr.write(p.stderr)
@@ -126,11 +204,12 @@ def main():
 
         # ---- accounting on, the database unreachable: the outbox's own cost (records
         # appended in the state machine, nothing exported, nothing trimmed)
-        down_row = ""
+        down_row, cpu_down = "", None
         if not a.no_down_row:
-            cluster, _ = new_cluster(spurtest, tmp, "dbdown", {
+            cluster, lid = new_cluster(spurtest, tmp, "dbdown", {
                 "database_url": f"host=127.0.0.1 port={spurtest.free_port()} dbname=x user=x"})
-            down, down_row, p = submit_load(spurtest, bench, cluster, a)
+            with CpuSplit(cluster, lid) as cpu_down:
+                down, down_row, p = submit_load(spurtest, bench, cluster, a)
             if p.returncode != 0:
                 rc = 1
                 sys.stderr.write(p.stderr)
@@ -149,7 +228,8 @@ def main():
         counter = RowCounter(pg)
         counter.start()
         t_load0 = time.monotonic()
-        with_db, db_row, p = submit_load(spurtest, bench, cluster, a)
+        with CpuSplit(cluster, lid) as cpu_db:
+            with_db, db_row, p = submit_load(spurtest, bench, cluster, a)
         t_load1 = time.monotonic()
         if p.returncode != 0:
             rc = 1
@@ -195,6 +275,14 @@ def main():
         else:
             rc = 1
             print(f"drain after the load: not done in {a.drain_timeout:g} s ({total} rows)")
+        secs = a.seconds + a.warmup
+        print(f"\nCPU during the load (warm-up included), seconds/us per job (jobs: the "
+              f"row's jobs/s x {secs:g} s)")
+        print(f"{'':24} " + " ".join(f"{k:>12}" for k in CPU_GROUPS) + f" {'busy_%':>6}")
+        print(cpu_base.row("no database", base, secs))
+        if cpu_down is not None:
+            print(cpu_down.row("database down", down, secs))
+        print(cpu_db.row("with database", with_db, secs))
         for i in died:
             rc = 1
             print(f"# replica {i} exited during the run")
