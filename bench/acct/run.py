@@ -11,27 +11,33 @@ heartbeat and election timeout of bench/submit), build/bench/submit/bench_submit
   - with it pointing at a private PostgreSQL started for the row (tests/integration/
     pgtest.py: Debian's server, initdb in a temporary directory, fsync off,
     synchronous_commit on), the exporter connected before the load starts.
-During the second row a thread counts job_events rows every 0.25 s; after the load the
-driver waits (at most --drain-timeout s) until the leader's outbox is empty. The jobs stay
-pending (no agents): one record (submit) per job.
+During the load nothing touches the database from outside (an earlier version counted
+job_events rows with psql four times a second, and that observer's CPU, on the same two
+cores, came off the very rate it measured): the export rate is the leader's
+spur_acct_exported_records_total before and after the load. After the load the driver waits
+(at most --drain-timeout s) until the leader's outbox is empty. The jobs stay pending (no
+agents): one record (submit) per job. The three rows run --rounds times one after the other
+(fresh clusters, a fresh database per round, the order of the rows turned by one each
+round), since a single 10-s point on a shared 2-core
+machine swings by tens of per cent.
 
-Prints: submit jobs/s without and with the database and the difference in %; export
-records/s during the load (rows added while the clients ran / load time), the rows in the
-database and the outbox depth when the load ended, the drain time after it, and the
-overall export rate (all rows / first row to drained); then where the CPU went during each
-row's load (the leader's worker, the followers', PostgreSQL, the driver, the rest) and how
-busy the machine was. Issue 14's target: with a database
-at most 10 % fewer submissions/s. Prints; asserts nothing.
+Prints, per round: the three rows, the difference with the database in %, the export rate
+during the load, the outbox depth when it ended, the drain time and the overall export rate
+(records / load start to outbox empty), and where the CPU went during each row's load (the
+leader's worker, the followers', PostgreSQL, the driver, the rest) and how busy the machine
+was; then the medians over the rounds. Issue 14's target: with a database at most 10 %
+fewer submissions/s. Prints; asserts nothing.
 
-Usage: bench/acct/run.py [--seconds 10] [--clients 64] [--warmup 1] [--batch-size N]
+Usage: bench/acct/run.py [--seconds 10] [--clients 64] [--warmup 1] [--rounds 3]
+                         [--batch-size N]
                          [--drain-timeout 300] [--build DIR] [--keep]
 """
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -140,157 +146,167 @@ def new_cluster(spurtest, tmp, name, accounting=None):
     return c, c.leader()
 
 
-class RowCounter(threading.Thread):
-    """Counts job_events rows every `every` seconds: samples of (monotonic time, rows)."""
+def exported(cluster, lid):
+    """The leader's spur_acct_exported_records_total now (an HTTP GET of its /metrics: no
+    process started, no query run on the database during the load)."""
+    return spurtest_mod.metric_value(cluster.metrics(lid), "spur_acct_exported_records_total",
+                                     0)
 
-    def __init__(self, pg, every=0.25):
-        super().__init__(daemon=True)
-        self.pg, self.every = pg, every
-        self.samples = []
-        self.stop_flag = threading.Event()
 
-    def count(self):
+def run_round(spurtest, pgtest, bench, tmp, a, r):
+    """One round: the three rows on fresh clusters (and a fresh database), the order turned
+    by one each round.
+    Returns a dict of what the summary prints; rc 1 when something failed."""
+    out = {"rc": 0}
+
+    def load(name, accounting=None, before=None):
+        cluster, lid = new_cluster(spurtest, tmp / f"r{r}", name, accounting)
         try:
-            return self.pg.count("job_events")
-        except Exception:  # noqa: BLE001 - a sample lost is a sample lost
-            return None
+            if before:
+                before(cluster, lid)
+            x0, t0 = exported(cluster, lid) if accounting else 0, time.monotonic()
+            with CpuSplit(cluster, lid) as cpu:
+                rate, row, p = submit_load(spurtest, bench, cluster, a)
+            t1 = time.monotonic()
+            if p.returncode != 0:
+                out["rc"] = 1
+                sys.stderr.write(p.stderr)
+            extra = {}
+            if before:
+                m = cluster.metrics(lid) or {}
+                x1 = spurtest.metric_value(m, "spur_acct_exported_records_total", 0)
+                extra["export_rate"] = (x1 - x0) / max(t1 - t0, 1e-9)
+                extra["outbox_at_end"] = spurtest.metric_value(m, "spur_acct_outbox_records",
+                                                               -1)
+                drained, deadline = None, t1 + a.drain_timeout
+                while time.monotonic() < deadline:
+                    v = spurtest.metric_value(cluster.metrics(lid), "spur_acct_outbox_records")
+                    if v == 0:
+                        drained = time.monotonic()
+                        break
+                    time.sleep(0.05)
+                extra["drain_s"] = drained - t1 if drained is not None else None
+                extra["overall_rate"] = (exported(cluster, lid) - x0) / max(
+                    drained - t0, 1e-9) if drained is not None else None
+                if drained is None:
+                    out["rc"] = 1
+            died = [i for i in range(1, 4) if cluster.replica(i).proc.poll() is not None]
+            if died:
+                out["rc"] = 1
+                print(f"# round {r}, {name}: replica(s) {died} exited during the run")
+            return rate, row, cpu, extra
+        finally:
+            cluster.kill_all()
 
-    def run(self):
-        while not self.stop_flag.is_set():
-            n = self.count()
-            if n is not None:
-                self.samples.append((time.monotonic(), n))
-            self.stop_flag.wait(self.every)
+    def nodb():
+        out["base"], out["base_row"], out["cpu_base"], _ = load("nodb")
 
-    def at(self, t):
-        """The last sample taken at or before t (its row count), 0 for none."""
-        best = 0
-        for ts, n in self.samples:
-            if ts <= t:
-                best = n
-        return best
+    def dbdown():
+        out["down"], out["down_row"], out["cpu_down"], _ = load("dbdown", {
+            "database_url": f"host=127.0.0.1 port={spurtest.free_port()} dbname=x user=x"})
+
+    def db():
+        pg = pgtest.Postgres()
+        try:
+            acct = {"database_url": pg.url()}
+            if a.batch_size:
+                acct["batch_size"] = a.batch_size
+
+            def connected(cluster, lid):
+                spurtest.wait_until(lambda: spurtest.metric_value(
+                    cluster.metrics(lid), "spur_acct_database_up") == 1, 30, interval=0.1,
+                    what="the exporter to connect")
+
+            out["db"], out["db_row"], out["cpu_db"], ex = load("db", acct, connected)
+            out.update(ex)
+            out["rows"] = pg.count("job_events")
+        finally:
+            pg.close()
+
+    # The order turns by one each round, so that no row always runs first (on a cold
+    # page cache and disk) or last.
+    rows = [nodb] + ([] if a.no_down_row else [dbdown]) + [db]
+    k = (r - 1) % len(rows)
+    out["order"] = [f.__name__ for f in rows[k:] + rows[:k]]
+    for f in rows[k:] + rows[:k]:
+        f()
+    return out
 
 
 def main():
+    global spurtest_mod
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--warmup", type=float, default=1)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the three rows, one after the other; the summary is "
+                    "their median (default 3)")
     ap.add_argument("--batch-size", type=int, default=0,
                     help="accounting.batch_size (default: the configuration's, 500)")
     ap.add_argument("--drain-timeout", type=float, default=300)
     ap.add_argument("--no-down-row", action="store_true",
                     help="skip the row with accounting on and the database unreachable")
     a, spurtest, bench, tmp = start_submit_driver(ap, "bench-acct-")
+    spurtest_mod = spurtest
     import pgtest  # tests/integration, put on sys.path by spurtest_for()
 
     why = pgtest.skip_reason()
     if why:
         sys.exit(f"bench/acct: {why}")
     print(f"# 3 replicas on 127.0.0.1, fsync on, {a.clients} clients, {a.seconds:g} s after "
-          f"{a.warmup:g} s warm-up, a fresh cluster per row; state in {tmp}")
+          f"{a.warmup:g} s warm-up, a fresh cluster per row, {a.rounds} round(s); state in "
+          f"{tmp}")
     rc = 0
-    pg = cluster = None
+    rounds = []
+    secs = a.seconds + a.warmup
     try:
-        # ---- without a database
-        cluster, lid = new_cluster(spurtest, tmp, "nodb")
-        with CpuSplit(cluster, lid) as cpu_base:
-            base, base_row, p = submit_load(spurtest, bench, cluster, a)
-        if p.returncode != 0:
-            rc = 1
-            sys.stderr.write(p.stderr)
-        cluster.kill_all()
-        cluster = None
+        for r in range(1, a.rounds + 1):
+            o = run_round(spurtest, pgtest, bench, tmp, a, r)
+            rc |= o["rc"]
+            rounds.append(o)
+            print(f"\n## round {r} (rows run in this order: {', '.join(o['order'])})")
+            print(f"{'':24} {'clients':>7} {'jobs':>10} {'seconds':>8} {'jobs/s':>10} "
+                  f"{'p50_ms':>9} {'p99_ms':>9} {'p999_ms':>9} {'max_ms':>9} {'errors':>7}")
+            print(f"{'submit, no database':24} {o['base_row']}")
+            if "down_row" in o:
+                print(f"{'submit, database down':24} {o['down_row']}")
+            print(f"{'submit, with database':24} {o['db_row']}")
+            diff = (o["db"] - o["base"]) / o["base"] * 100 if o["base"] else float("nan")
+            print(f"with database {diff:+.1f} %; export during the load "
+                  f"{o['export_rate']:.0f} records/s, outbox {o['outbox_at_end']:.0f} on the "
+                  f"leader when it ended, drained "
+                  + (f"{o['drain_s']:.2f} s later, overall {o['overall_rate']:.0f} records/s"
+                     if o["drain_s"] is not None else f"not in {a.drain_timeout:g} s")
+                  + f"; {o['rows']} rows in job_events")
+            print(f"CPU during the load (warm-up included), seconds/us per job (jobs: the "
+                  f"row's jobs/s x {secs:g} s)")
+            print(f"{'':24} " + " ".join(f"{k:>12}" for k in CPU_GROUPS) + f" {'busy_%':>6}")
+            print(o["cpu_base"].row("no database", o["base"], secs))
+            if "cpu_down" in o:
+                print(o["cpu_down"].row("database down", o["down"], secs))
+            print(o["cpu_db"].row("with database", o["db"], secs))
+            sys.stdout.flush()
 
-        # ---- accounting on, the database unreachable: the outbox's own cost (records
-        # appended in the state machine, nothing exported, nothing trimmed)
-        down_row, cpu_down = "", None
+        def med(k):
+            v = [o[k] for o in rounds if o.get(k) is not None]
+            return statistics.median(v) if v else float("nan")
+
+        base, db = med("base"), med("db")
+        print(f"\n## median of {len(rounds)} round(s)")
+        print(f"submit jobs/s, no database:    {base:.0f}  ("
+              + ", ".join(f"{o['base']:.0f}" for o in rounds) + ")")
         if not a.no_down_row:
-            cluster, lid = new_cluster(spurtest, tmp, "dbdown", {
-                "database_url": f"host=127.0.0.1 port={spurtest.free_port()} dbname=x user=x"})
-            with CpuSplit(cluster, lid) as cpu_down:
-                down, down_row, p = submit_load(spurtest, bench, cluster, a)
-            if p.returncode != 0:
-                rc = 1
-                sys.stderr.write(p.stderr)
-            cluster.kill_all()
-            cluster = None
-
-        # ---- with a database
-        pg = pgtest.Postgres()
-        acct = {"database_url": pg.url()}
-        if a.batch_size:
-            acct["batch_size"] = a.batch_size
-        cluster, lid = new_cluster(spurtest, tmp, "db", acct)
-        spurtest.wait_until(lambda: spurtest.metric_value(
-            cluster.metrics(lid), "spur_acct_database_up") == 1, 30, interval=0.1,
-            what="the exporter to connect")
-        counter = RowCounter(pg)
-        counter.start()
-        t_load0 = time.monotonic()
-        with CpuSplit(cluster, lid) as cpu_db:
-            with_db, db_row, p = submit_load(spurtest, bench, cluster, a)
-        t_load1 = time.monotonic()
-        if p.returncode != 0:
-            rc = 1
-            sys.stderr.write(p.stderr)
-        m = cluster.metrics(lid) or {}
-        outbox_at_end = spurtest.metric_value(m, "spur_acct_outbox_records", -1)
-        drained = None
-        deadline = t_load1 + a.drain_timeout
-        while time.monotonic() < deadline:
-            v = spurtest.metric_value(cluster.metrics(lid), "spur_acct_outbox_records")
-            if v == 0:
-                drained = time.monotonic()
-                break
-            time.sleep(0.05)
-        counter.stop_flag.set()
-        counter.join(5)
-        total = pg.count("job_events")
-        rows_end = counter.at(t_load1)
-        # The load phase: warm-up included (bench_submit submits during it too).
-        load_rate = (rows_end - counter.at(t_load0)) / max(t_load1 - t_load0, 1e-9)
-        first = next((ts for ts, n in counter.samples if n > 0), None)
-        died = [i for i in range(1, 4) if cluster.replica(i).proc.poll() is not None]
-
-        print(f"{'':24} {'clients':>7} {'jobs':>10} {'seconds':>8} {'jobs/s':>10} "
-              f"{'p50_ms':>9} {'p99_ms':>9} {'p999_ms':>9} {'max_ms':>9} {'errors':>7}")
-        print(f"{'submit, no database':24} {base_row}")
-        if down_row:
-            print(f"{'submit, database down':24} {down_row}")
-        print(f"{'submit, with database':24} {db_row}")
-        diff = (with_db - base) / base * 100 if base else float("nan")
-        print(f"submit jobs/s: without {base:.0f}, with {with_db:.0f}: {diff:+.1f} % "
-              f"(target: no worse than -10 %)")
-        print(f"export during the load: {load_rate:.0f} records/s "
-              f"({rows_end} rows in job_events when the load ended, outbox "
-              f"{outbox_at_end:.0f} on the leader)")
-        if outbox_at_end == 0:
-            print("# the outbox was empty when the load ended: the export kept up, so its "
-                  "rate is the submit rate, not its ceiling")
-        if drained is not None:
-            overall = total / max(drained - first, 1e-9) if first is not None else 0.0
-            print(f"drain after the load: {drained - t_load1:.2f} s; {total} rows in all; "
-                  f"overall {overall:.0f} records/s (first row to outbox empty)")
-        else:
-            rc = 1
-            print(f"drain after the load: not done in {a.drain_timeout:g} s ({total} rows)")
-        secs = a.seconds + a.warmup
-        print(f"\nCPU during the load (warm-up included), seconds/us per job (jobs: the "
-              f"row's jobs/s x {secs:g} s)")
-        print(f"{'':24} " + " ".join(f"{k:>12}" for k in CPU_GROUPS) + f" {'busy_%':>6}")
-        print(cpu_base.row("no database", base, secs))
-        if cpu_down is not None:
-            print(cpu_down.row("database down", down, secs))
-        print(cpu_db.row("with database", with_db, secs))
-        for i in died:
-            rc = 1
-            print(f"# replica {i} exited during the run")
+            down = med("down")
+            print(f"submit jobs/s, database down:  {down:.0f}  ("
+                  + ", ".join(f"{o['down']:.0f}" for o in rounds) + f"): "
+                  f"{(down - base) / base * 100:+.1f} %")
+        print(f"submit jobs/s, with database:  {db:.0f}  ("
+              + ", ".join(f"{o['db']:.0f}" for o in rounds) + f"): "
+              f"{(db - base) / base * 100:+.1f} % (target: no worse than -10 %)")
+        print(f"export during the load: {med('export_rate'):.0f} records/s; overall "
+              f"{med('overall_rate'):.0f} records/s; drain {med('drain_s'):.2f} s")
     finally:
-        if cluster is not None:
-            cluster.kill_all()
-        if pg is not None:
-            pg.close()
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     return rc
