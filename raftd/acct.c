@@ -681,27 +681,32 @@ static void exp_pump(struct acct *A)
     }
     maybe_trim(A);
     size_t max = A->cfg->accounting.batch_size ? A->cfg->accounting.batch_size : 500;
-    struct fsm_acct_view *v = calloc(max, sizeof(*v));
-    if (v == NULL)
+    /* Seqs are consecutive, so those after the mark are last_seq - mark (trimmed: none). */
+    uint64_t waiting = fs.records > 0 && fs.last_seq > A->hwm ? fs.last_seq - A->hwm : 0;
+    if (waiting == 0)
         return;
-    size_t n = fsm_acct_records(A->n->fsm, A->hwm, v, max);
-    if (n == 0) {
-        free(v);
-        return;
-    }
     /*
      * Right after a batch, a partial one waits a moment for more records: under load the
      * database then gets fewer, larger transactions (its cost per record is what slows the
      * machine), and an idle cluster's records still go out within BATCH_GAP_MS.
      */
     uint64_t now = mono_ms();
-    if (n < max && now < A->next_batch_ms) {
-        free(v);
+    if (waiting < max && now < A->next_batch_ms) {
         if (!evtimer_pending(A->ev_pump, NULL)) {
             uint64_t d = A->next_batch_ms - now;
             struct timeval tv = {(time_t)(d / 1000), (suseconds_t)((d % 1000) * 1000)};
             evtimer_add(A->ev_pump, &tv);
         }
+        return;
+    }
+    if (waiting < max)
+        max = (size_t)waiting;
+    struct fsm_acct_view *v = calloc(max, sizeof(*v));
+    if (v == NULL)
+        return;
+    size_t n = fsm_acct_records(A->n->fsm, A->hwm, v, max);
+    if (n == 0) {
+        free(v);
         return;
     }
     A->recs = calloc(n, sizeof(*A->recs));

@@ -746,34 +746,24 @@ void node_api_applied(struct node_api *a, const struct node_applied *ap)
         leader_changed(a);
 }
 
-/* scancel -s: the leader's job duties send it to the agents; a follower forwards it. */
-static void signal_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
+/*
+ * An operation another part of the worker serves on the leader (fn, given at set-up: the
+ * job duties' scancel -s, accounting's sacct): a follower forwards it, a replica built
+ * without that part says so.
+ */
+static void leader_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req,
+                      node_api_op_fn fn, void *arg, const char *what)
 {
     if (a->n->role != RAFT_LEADER) {
         forward_or_refuse(a, call, req);
         return;
     }
-    if (a->signal_fn == NULL) {
+    if (fn == NULL) {
         api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
-                        "signalling jobs is not supported by this replica");
+                        "%s not supported by this replica", what);
         return;
     }
-    a->signal_fn(a->signal_arg, call, req);
-}
-
-/* sacct: the leader's accounting answers it (database and state); a follower forwards it. */
-static void acct_op(struct node_api *a, struct api_call *call, Spur__Api__Request *req)
-{
-    if (a->n->role != RAFT_LEADER) {
-        forward_or_refuse(a, call, req);
-        return;
-    }
-    if (a->acct_fn == NULL) {
-        api_reply_error(call, SPUR__API__CODE__CODE_INVALID, 0, NULL,
-                        "accounting queries are not supported by this replica");
-        return;
-    }
-    a->acct_fn(a->acct_arg, call, req);
+    fn(arg, call, req);
 }
 
 /* ---- permissions -------------------------------------------------------------------- */
@@ -868,10 +858,10 @@ void node_api_dispatch(void *arg, struct api_call *call, Spur__Api__Request *req
         membership_op(a, call, req);
         return;
     case SPUR__API__REQUEST__OP_SIGNAL_JOB:
-        signal_op(a, call, req);
+        leader_op(a, call, req, a->signal_fn, a->signal_arg, "signalling jobs is");
         return;
     case SPUR__API__REQUEST__OP_ACCT_QUERY:
-        acct_op(a, call, req);
+        leader_op(a, call, req, a->acct_fn, a->acct_arg, "accounting queries are");
         return;
     default:
         break;
