@@ -146,11 +146,10 @@ def new_cluster(spurtest, tmp, name, accounting=None):
     return c, c.leader()
 
 
-def exported(cluster, lid):
+def exported(spurtest, cluster, lid):
     """The leader's spur_acct_exported_records_total now (an HTTP GET of its /metrics: no
     process started, no query run on the database during the load)."""
-    return spurtest_mod.metric_value(cluster.metrics(lid), "spur_acct_exported_records_total",
-                                     0)
+    return spurtest.metric_value(cluster.metrics(lid), "spur_acct_exported_records_total", 0)
 
 
 def run_round(spurtest, pgtest, bench, tmp, a, r):
@@ -159,12 +158,14 @@ def run_round(spurtest, pgtest, bench, tmp, a, r):
     Returns a dict of what the summary prints; rc 1 when something failed."""
     out = {"rc": 0}
 
-    def load(name, accounting=None, before=None):
+    def load(name, accounting=None, connected=None):
+        """One row; connected(cluster, lid), given for the row with a database, waits for
+        the exporter before the load and makes the row measure the export too."""
         cluster, lid = new_cluster(spurtest, tmp / f"r{r}", name, accounting)
         try:
-            if before:
-                before(cluster, lid)
-            x0, t0 = exported(cluster, lid) if accounting else 0, time.monotonic()
+            if connected:
+                connected(cluster, lid)
+            x0, t0 = exported(spurtest, cluster, lid) if accounting else 0, time.monotonic()
             with CpuSplit(cluster, lid) as cpu:
                 rate, row, p = submit_load(spurtest, bench, cluster, a)
             t1 = time.monotonic()
@@ -172,7 +173,7 @@ def run_round(spurtest, pgtest, bench, tmp, a, r):
                 out["rc"] = 1
                 sys.stderr.write(p.stderr)
             extra = {}
-            if before:
+            if connected:
                 m = cluster.metrics(lid) or {}
                 x1 = spurtest.metric_value(m, "spur_acct_exported_records_total", 0)
                 extra["export_rate"] = (x1 - x0) / max(t1 - t0, 1e-9)
@@ -186,7 +187,7 @@ def run_round(spurtest, pgtest, bench, tmp, a, r):
                         break
                     time.sleep(0.05)
                 extra["drain_s"] = drained - t1 if drained is not None else None
-                extra["overall_rate"] = (exported(cluster, lid) - x0) / max(
+                extra["overall_rate"] = (exported(spurtest, cluster, lid) - x0) / max(
                     drained - t0, 1e-9) if drained is not None else None
                 if drained is None:
                     out["rc"] = 1
@@ -234,7 +235,6 @@ def run_round(spurtest, pgtest, bench, tmp, a, r):
 
 
 def main():
-    global spurtest_mod
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--clients", type=int, default=64)
@@ -248,7 +248,6 @@ def main():
     ap.add_argument("--no-down-row", action="store_true",
                     help="skip the row with accounting on and the database unreachable")
     a, spurtest, bench, tmp = start_submit_driver(ap, "bench-acct-")
-    spurtest_mod = spurtest
     import pgtest  # tests/integration, put on sys.path by spurtest_for()
 
     why = pgtest.skip_reason()
