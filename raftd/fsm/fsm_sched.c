@@ -713,7 +713,12 @@ int fsm_sched_pass(const struct fsm *f, const struct fsm_sched_opts *o,
     struct pass ps = {.f = f, .now = o->now_ms > f->now_ms ? o->now_ms : f->now_ms};
     struct sched_pend *pend = NULL;
     size_t npend = 0;
-    if (setup_nodes(&ps) != 0 || collect_jobs(&ps, &pend, &npend) != 0)
+    if (setup_nodes(&ps) != 0)
+        goto nomem;
+    /* With no free CPU on a usable node nothing can be placed, and the reservations are
+     * only computed for jobs the loop below considers: skip the walk over every job (with
+     * tens of thousands pending and no room, it was most of the leader's time). */
+    if (ps.free_cpus > 0 && collect_jobs(&ps, &pend, &npend) != 0)
         goto nomem;
     for (size_t k = 0; k < npend && ps.nplaced < max_alloc && ps.free_cpus > 0; k++) {
         out->jobs_tested++;
