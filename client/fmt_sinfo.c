@@ -36,19 +36,69 @@ int fmt_sinfo_state_matches(const char *word, int state)
     return named == state;
 }
 
+/*
+ * Every letter of Slurm 22.05's sinfo -o (sinfo(1), "-o, --format"), with its header as
+ * Slurm prints it; what spur has no notion of (GRES, preemption, priority tiers, sockets
+ * and cores, ...) prints what Slurm prints for a cluster that configures none. Letters
+ * Slurm's sinfo does not know (i j J k K q Q W x y) are warned of and printed as text, as
+ * Slurm does.
+ */
 static const struct table_def sinfo_fields[] = {
-    {'P', "PARTITION", false},    {'R', "PARTITION", false},      {'a', "AVAIL", false},
-    {'l', "TIMELIMIT", false},    {'D', "NODES", true},           {'t', "STATE", false},
-    {'T', "STATE", false},        {'N', "NODELIST", true},        {'c', "CPUS", false},
-    {'m', "MEMORY", false},       {'f', "AVAIL_FEATURES", false}, {'E', "REASON", false},
-    {'C', "CPUS(A/I/O/T)", true}, {'F', "NODES(A/I/O/T)", true},  {'n', "HOSTNAMES", true},
-    {'o', "NODE_ADDR", true},     {'H', "TIMESTAMP", false},
+    {'a', "AVAIL", false},
+    {'A', "NODES(A/I)", true},
+    {'b', "ACTIVE_FEATURES", false},
+    {'B', "MAX_CPUS_PER_NODE", false},
+    {'c', "CPUS", false},
+    {'C', "CPUS(A/I/O/T)", true},
+    {'d', "TMP_DISK", false},
+    {'D', "NODES", true},
+    {'e', "FREE_MEM", false},
+    {'E', "REASON", false},
+    {'f', "AVAIL_FEATURES", false},
+    {'F', "NODES(A/I/O/T)", true},
+    {'g', "GROUPS", false},
+    {'G', "GRES", false},
+    {'h', "OVERSUBSCRIBE", false},
+    {'H', "TIMESTAMP", false},
+    {'I', "PRIO_JOB_FACTOR", false},
+    {'l', "TIMELIMIT", false},
+    {'L', "DEFAULTTIME", false},
+    {'m', "MEMORY", false},
+    {'M', "PREEMPT_MODE", false},
+    {'n', "HOSTNAMES", true},
+    {'N', "NODELIST", true},
+    {'o', "NODE_ADDR", true},
+    {'O', "CPU_LOAD", false},
+    {'p', "PRIO_TIER", false},
+    {'P', "PARTITION", false},
+    {'r', "ROOT", false},
+    {'R', "PARTITION", false},
+    {'s', "JOB_SIZE", false},
+    {'S', "ALLOCNODES", false},
+    {'t', "STATE", false},
+    {'T', "STATE", false},
+    {'u', "USER", false},
+    {'U', "USER", false},
+    {'v', "VERSION", false},
+    {'V', "CLUSTER", false},
+    {'w', "WEIGHT", false},
+    {'X', "SOCKETS", false},
+    {'Y', "CORES", false},
+    {'z', "S:C:T", false},
+    {'Z', "THREADS", false},
 };
+
+static void unknown_field(void *arg, char type)
+{
+    (void)arg;
+    fprintf(stderr, "Invalid node format specification: %c\n", type);
+}
 
 int fmt_sinfo_spec_parse(const char *format, struct table_spec *spec, char *err, size_t errlen)
 {
-    return table_spec_parse(format, sinfo_fields, sizeof(sinfo_fields) / sizeof(sinfo_fields[0]),
-                            spec, err, errlen);
+    return table_spec_parse_lenient(format, sinfo_fields,
+                                    sizeof(sinfo_fields) / sizeof(sinfo_fields[0]), unknown_field,
+                                    NULL, spec, err, errlen);
 }
 
 /* Compare names the way a person sorts them: digit runs by value ("n2" < "n10"). */
@@ -167,6 +217,46 @@ static char *sinfo_cell(char type, const fmt_partition *p, const fmt_node *n)
         units_timestamp(b, sizeof(b), n && n->reason && n->reason[0] ? n->reason_time_ms : 0,
                         "Unknown");
         break;
+    case 'b': /* no node features plugin: the active features are the available ones */
+        return n ? strv_join(n->features, n->n_features, "(null)") : strdup("(null)");
+    case 'X': /* no topology configured: Slurm counts each CPU a socket of one core */
+        snprintf(b, sizeof(b), "%u", n ? n->cpus : 0);
+        break;
+    case 'z':
+        snprintf(b, sizeof(b), "%u:1:1", n ? n->cpus : 0);
+        break;
+    case 'Y':
+    case 'Z':
+    case 'I':
+    case 'p':
+    case 'w':
+        return strdup("1");
+    case 'd':
+        return strdup("0");
+    case 'B':
+        return strdup("UNLIMITED");
+    case 'e':
+    case 'O':
+    case 'v':
+    case 'V':
+        return strdup("N/A");
+    case 'g':
+    case 'S':
+        return strdup("all");
+    case 'G':
+        return strdup("(null)");
+    case 'h':
+    case 'r':
+        return strdup(type == 'h' ? "NO" : "no");
+    case 'L':
+        return strdup("n/a");
+    case 'M':
+        return strdup("OFF");
+    case 's':
+        return strdup("1-infinite");
+    case 'u':
+    case 'U':
+        return strdup("Unknown"); /* who set a node's reason is not recorded yet */
     default:
         b[0] = '\0';
         break;
@@ -211,6 +301,7 @@ static char *sinfo_aggregate(char type, fmt_node *const *nodes, size_t n)
         snprintf(b, sizeof(b), "%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64, a, idle, o, t);
         break;
     }
+    case 'A':
     case 'F': {
         size_t a = 0, idle = 0, o = 0;
         for (size_t i = 0; i < n; i++) {
@@ -222,7 +313,10 @@ static char *sinfo_aggregate(char type, fmt_node *const *nodes, size_t n)
             else
                 o++;
         }
-        snprintf(b, sizeof(b), "%zu/%zu/%zu/%zu", a, idle, o, n);
+        if (type == 'A')
+            snprintf(b, sizeof(b), "%zu/%zu", a, idle);
+        else
+            snprintf(b, sizeof(b), "%zu/%zu/%zu/%zu", a, idle, o, n);
         break;
     }
     default:

@@ -9,7 +9,9 @@
 #include "names.h"
 #include "units.h"
 
+#include <grp.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,21 +22,88 @@ static const char *str(const char *s)
     return s ? s : "";
 }
 
+/*
+ * Every letter of Slurm 22.05's squeue -o (squeue(1), "-o, --format"), with its header as
+ * Slurm prints it. The letters of what spur has no notion of yet (QOS, reservations,
+ * licences, sockets/cores/threads, ...) print what Slurm prints when it has no value.
+ */
 static const struct table_def job_fields[] = {
-    {'i', "JOBID", false},       {'A', "JOBID", false},      {'j', "NAME", false},
-    {'u', "USER", false},        {'U', "UID", false},        {'t', "ST", false},
-    {'T', "STATE", false},       {'M', "TIME", false},       {'l', "TIME_LIMIT", false},
-    {'L', "TIME_LEFT", false},   {'D', "NODES", false},      {'R', "NODELIST(REASON)", false},
-    {'r', "REASON", false},      {'P', "PARTITION", false},  {'N', "NODELIST", false},
-    {'C', "CPUS", false},        {'c', "MIN_CPUS", false},   {'m', "MIN_MEMORY", false},
-    {'V', "SUBMIT_TIME", false}, {'S', "START_TIME", false}, {'e', "END_TIME", false},
-    {'Z', "WORK_DIR", false},    {'B', "EXEC_HOST", false},
+    {'a', "ACCOUNT", false},
+    {'A', "JOBID", false},
+    {'b', "TRES_PER_NODE", false},
+    {'B', "EXEC_HOST", false},
+    {'c', "MIN_CPUS", false},
+    {'C', "CPUS", false},
+    {'d', "MIN_TMP_DISK", false},
+    {'D', "NODES", false},
+    {'e', "END_TIME", false},
+    {'E', "DEPENDENCY", false},
+    {'f', "FEATURES", false},
+    {'F', "ARRAY_JOB_ID", false},
+    {'g', "GROUP", false},
+    {'G', "GROUP", false},
+    {'h', "OVER_SUBSCRIBE", false},
+    {'H', "SOCKETS_PER_NODE", false},
+    {'i', "JOBID", false},
+    {'I', "CORES_PER_SOCKET", false},
+    {'j', "NAME", false},
+    {'J', "THREADS_PER_CORE", false},
+    {'k', "COMMENT", false},
+    {'K', "ARRAY_TASK_ID", false},
+    {'l', "TIME_LIMIT", false},
+    {'L', "TIME_LEFT", false},
+    {'m', "MIN_MEMORY", false},
+    {'M', "TIME", false},
+    {'n', "REQ_NODES", false},
+    {'N', "NODELIST", false},
+    {'o', "COMMAND", false},
+    {'O', "CONTIGUOUS", false},
+    {'p', "PRIORITY", false},
+    {'P', "PARTITION", false},
+    {'q', "QOS", false},
+    {'Q', "PRIORITY", false},
+    {'r', "REASON", false},
+    {'R', "NODELIST(REASON)", false},
+    {'s', "", false},
+    {'S', "START_TIME", false},
+    {'t', "ST", false},
+    {'T', "STATE", false},
+    {'u', "USER", false},
+    {'U', "UID", false},
+    {'v', "RESERVATION", false},
+    {'V', "SUBMIT_TIME", false},
+    {'w', "WCKEY", false},
+    {'W', "LICENSES", false},
+    {'x', "EXC_NODES", false},
+    {'X', "CORE_SPEC", false},
+    {'y', "NICE", false},
+    {'Y', "SCHEDNODES", false},
+    {'z', "S:C:T", false},
+    {'Z', "WORK_DIR", false},
 };
+
+/* Slurm's squeue warns of a letter it does not know and prints the field as text. */
+static void unknown_field(void *arg, char type)
+{
+    (void)arg;
+    fprintf(stderr, "squeue: error: Invalid job format specification: %c\n", type);
+}
 
 int fmt_squeue_spec_parse(const char *format, struct table_spec *spec, char *err, size_t errlen)
 {
-    return table_spec_parse(format, job_fields, sizeof(job_fields) / sizeof(job_fields[0]), spec,
-                            err, errlen);
+    return table_spec_parse_lenient(format, job_fields, sizeof(job_fields) / sizeof(job_fields[0]),
+                                    unknown_field, NULL, spec, err, errlen);
+}
+
+/* The name of group gid, or the number when the system has no name for it. */
+static char *group_name(uint32_t gid)
+{
+    struct group gr, *res = NULL;
+    char buf[4096], b[16];
+    if (getgrgid_r(gid, &gr, buf, sizeof(buf), &res) == 0 && res != NULL)
+        return strdup(res->gr_name);
+    snprintf(b, sizeof(b), "%u", gid);
+    return strdup(b);
 }
 
 static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
@@ -120,7 +189,45 @@ static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
         if (j->batch_host && j->batch_host[0])
             return strdup(j->batch_host);
         return strdup(j->n_node_list > 0 ? str(j->node_list[0]) : "n/a");
-    default:
+    case 'a':
+        return strdup(sp->account && sp->account[0] ? sp->account : "(null)");
+    case 'F':
+        snprintf(b, sizeof(b), "%" PRIu64, j->id); /* a job of no array is its own */
+        break;
+    case 'g':
+        return group_name(sp->gid);
+    case 'G':
+        snprintf(b, sizeof(b), "%u", sp->gid);
+        break;
+    case 'h':
+        return strdup("OK"); /* Slurm's word for the default: as the partition allows */
+    case 'H':
+    case 'I':
+    case 'J':
+        return strdup("*");
+    case 'z':
+        return strdup("*:*:*");
+    case 'd':
+    case 'O':
+    case 'y':
+        return strdup("0");
+    case 'b':
+    case 'K':
+    case 'X':
+    case 'p':
+    case 'Q':
+        return strdup("N/A"); /* no arrays, priorities or core specialisation yet */
+    case 'E':
+    case 'f':
+    case 'k':
+    case 'o':
+    case 'q':
+    case 'v':
+    case 'w':
+    case 'W':
+    case 'Y':
+        return strdup("(null)");
+    default: /* 'n', 'x', 's': requested and excluded nodes, select data: none */
         b[0] = '\0';
         break;
     }

@@ -67,6 +67,13 @@ const struct table_def *table_spec_def(const struct table_spec *spec, size_t c)
 int table_spec_parse(const char *format, const struct table_def *defs, size_t ndefs,
                      struct table_spec *spec, char *err, size_t errlen)
 {
+    return table_spec_parse_lenient(format, defs, ndefs, NULL, NULL, spec, err, errlen);
+}
+
+int table_spec_parse_lenient(const char *format, const struct table_def *defs, size_t ndefs,
+                             table_unknown_fn unknown, void *arg, struct table_spec *spec,
+                             char *err, size_t errlen)
+{
     memset(spec, 0, sizeof(*spec));
     spec->defs = defs;
     spec->ndefs = ndefs;
@@ -106,6 +113,13 @@ int table_spec_parse(const char *format, const struct table_def *defs, size_t nd
                 return errmsg_set(err, errlen, "field width too large in \"%s\"", format);
             }
             f.width = (int)w;
+        }
+        if (*p != '\0' && find_def(defs, ndefs, *p) == NULL && unknown != NULL &&
+            isalpha((unsigned char)*p)) {
+            unknown(arg, *p);
+            buf_append(&lit, start, (size_t)(p + 1 - start));
+            p++;
+            continue;
         }
         if (*p == '\0' || find_def(defs, ndefs, *p) == NULL) {
             int shown = *p ? (int)(p - start + 1) : (int)(p - start);

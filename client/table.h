@@ -11,7 +11,8 @@
  *     included); no width prints the cell as it is; "%%" is a '%'. Text between fields
  *     prints as it is.
  *   - A format is refused with a message naming the problem: empty, a field letter the
- *     caller's definitions lack ("invalid field \"%.8j\" in format ..."), a format ending
+ *     caller's definitions lack ("invalid field \"%.8j\" in format ..."; with
+ *     table_spec_parse_lenient(), a letter is kept as text and reported), a format ending
  *     inside a field, a width over 10000.
  *   - Tables are built in two steps: every cell of every row is rendered to a string first,
  *     then the rows print. '#' columns need the widest cell before the first line prints,
@@ -55,6 +56,15 @@ struct table_spec {
 /* Returns 0, or -1 with err naming the bad field (spec is then empty). */
 int table_spec_parse(const char *format, const struct table_def *defs, size_t ndefs,
                      struct table_spec *spec, char *err, size_t errlen);
+/*
+ * Slurm's way with a field letter (a-z, A-Z) the definitions lack, as squeue and sinfo
+ * take it: unknown(arg, letter) is called (they warn) and the field's text ("%.8q") is kept
+ * as literal text. Anything else table_spec_parse() refuses is refused here too.
+ */
+typedef void (*table_unknown_fn)(void *arg, char type);
+int table_spec_parse_lenient(const char *format, const struct table_def *defs, size_t ndefs,
+                             table_unknown_fn unknown, void *arg, struct table_spec *spec,
+                             char *err, size_t errlen);
 void table_spec_free(struct table_spec *spec);
 /* The definition of field c of the spec; NULL for literal text. */
 const struct table_def *table_spec_def(const struct table_spec *spec, size_t c);

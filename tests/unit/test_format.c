@@ -479,15 +479,37 @@ START_TEST(test_spec_parse)
         table_spec_free(&s);
     }
 
-    ck_assert_int_eq(fmt_squeue_spec_parse("%i %y", &s, err, sizeof(err)), -1);
-    ck_assert_str_eq(err, "invalid field \"%y\" in format \"%i %y\"");
+    /* Every letter of Slurm's squeue -o and sinfo -o parses (squeue(1), sinfo(1)). */
+    const char *letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    for (const char *l = letters; *l; l++) {
+        char f[4] = {'%', *l, '\0'};
+        ck_assert_int_eq(fmt_squeue_spec_parse(f, &s, err, sizeof(err)), 0);
+        ck_assert_uint_eq(s.n, 1);
+        ck_assert_int_eq(s.fields[0].type, *l);
+        table_spec_free(&s);
+        ck_assert_int_eq(fmt_sinfo_spec_parse(f, &s, err, sizeof(err)), 0);
+        ck_assert_uint_eq(s.n, 1);
+        /* Slurm's sinfo knows no i j J k K q Q W x y: the field stays as text. */
+        if (strchr("ijJkKqQWxy", *l) != NULL) {
+            ck_assert_int_eq(s.fields[0].type, 0);
+            ck_assert_str_eq(s.fields[0].text, f);
+        } else {
+            ck_assert_int_eq(s.fields[0].type, *l);
+        }
+        table_spec_free(&s);
+    }
+    ck_assert_int_eq(fmt_squeue_spec_parse("%i %!", &s, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "invalid field \"%!\" in format \"%i %!\"");
     ck_assert_int_eq(fmt_squeue_spec_parse("%.10", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("format ends inside the field \"%.10\"");
     ck_assert_int_eq(fmt_squeue_spec_parse("%", &s, err, sizeof(err)), -1);
     ck_assert_int_eq(fmt_squeue_spec_parse("", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("empty format");
-    ck_assert_int_eq(fmt_sinfo_spec_parse("%.8j", &s, err, sizeof(err)), -1);
-    ASSERT_ERR_HAS("\"%.8j\"");
+    ck_assert_int_eq(fmt_sinfo_spec_parse("%.8j%P", &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_str_eq(s.fields[0].text, "%.8j");
+    ck_assert_int_eq(s.fields[1].type, 'P');
+    table_spec_free(&s);
     ck_assert_int_eq(fmt_squeue_spec_parse("%99999i", &s, err, sizeof(err)), -1);
     ASSERT_ERR_HAS("too large");
 }

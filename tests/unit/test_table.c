@@ -100,6 +100,40 @@ START_TEST(test_parse_fields)
 }
 END_TEST
 
+static char unknown_seen[8];
+
+static void note_unknown(void *arg, char type)
+{
+    size_t *n = arg;
+    if (*n < sizeof(unknown_seen) - 1)
+        unknown_seen[(*n)++] = type;
+}
+
+/* Slurm's way: a letter the definitions lack is reported and kept as text; nothing else. */
+START_TEST(test_parse_lenient)
+{
+    struct table_spec s;
+    size_t n = 0;
+    memset(unknown_seen, 0, sizeof(unknown_seen));
+    ck_assert_int_eq(
+        table_spec_parse_lenient("%a %.8z|%Q", defs, NDEFS, note_unknown, &n, &s, err, sizeof(err)),
+        0);
+    ck_assert_str_eq(unknown_seen, "zQ");
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_int_eq(s.fields[0].type, 'a');
+    ck_assert_int_eq(s.fields[1].type, 0);
+    ck_assert_str_eq(s.fields[1].text, " %.8z|%Q");
+    table_spec_free(&s);
+    /* What is not a letter is refused as before, and so is a format cut in a field. */
+    ck_assert_int_eq(
+        table_spec_parse_lenient("%a %!", defs, NDEFS, note_unknown, &n, &s, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "invalid field \"%!\" in format \"%a %!\"");
+    ck_assert_int_eq(
+        table_spec_parse_lenient("%.5", defs, NDEFS, note_unknown, &n, &s, err, sizeof(err)), -1);
+    ck_assert_uint_eq(n, 2);
+}
+END_TEST
+
 START_TEST(test_parse_errors)
 {
     struct table_spec s;
@@ -192,9 +226,9 @@ static Suite *table_suite(void)
 {
     Suite *s = suite_create("table");
     check_case(s, "table",
-               (const TTest *[]){test_parse_fields, test_parse_errors, test_widths_and_alignment,
-                                 test_utf8_clipping, test_auto_width_and_header,
-                                 test_header_and_empty, NULL});
+               (const TTest *[]){test_parse_fields, test_parse_errors, test_parse_lenient,
+                                 test_widths_and_alignment, test_utf8_clipping,
+                                 test_auto_width_and_header, test_header_and_empty, NULL});
     return s;
 }
 
