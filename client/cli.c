@@ -23,14 +23,26 @@ void cli_error(const struct cli *c, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+void cli_usage_error(const struct cli *c, const char *msg)
+{
+    fprintf(stderr, "%s: %s\n", c->prog, msg);
+    fprintf(stderr, "Try \"%s --help\" for more information\n", c->prog);
+}
+
 void cli_option_error(const struct cli *c, int opt, char **argv)
 {
-    if (opt == ':')
-        cli_error(c, "option '%s' requires an argument", argv[optind - 1]);
-    else if (optopt)
-        cli_error(c, "invalid option -- '%c'", optopt);
+    char msg[300];
+    /* A long option's optopt is its value (a letter, often): tell them apart by the word. */
+    bool lng = optind > 0 && strncmp(argv[optind - 1], "--", 2) == 0;
+    if (opt == ':' && !lng)
+        snprintf(msg, sizeof(msg), "option requires an argument -- '%c'", optopt);
+    else if (opt == ':')
+        snprintf(msg, sizeof(msg), "option '%s' requires an argument", argv[optind - 1]);
+    else if (optopt && !lng)
+        snprintf(msg, sizeof(msg), "invalid option -- '%c'", optopt);
     else
-        cli_error(c, "unrecognized option '%s'", argv[optind - 1]);
+        snprintf(msg, sizeof(msg), "unrecognized option '%s'", argv[optind - 1]);
+    cli_usage_error(c, msg);
 }
 
 void cli_print_version(void)

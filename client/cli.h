@@ -62,9 +62,12 @@ int cli_init(struct cli *c, const char *prog);
 void cli_fini(struct cli *c);
 /*
  * The error line for what getopt_long() returned as opt (':' a missing value, '?' an
- * unknown option), in getopt's own words.
+ * unknown option), in getopt's own words, as Slurm's commands print it: "PROG: invalid
+ * option -- 'Z'" and a line 'Try "PROG --help" for more information'.
  */
 void cli_option_error(const struct cli *c, int opt, char **argv);
+/* "PROG: msg" and the "Try" line of cli_option_error(). */
+void cli_usage_error(const struct cli *c, const char *msg);
 /*
  * The getopt_long() values of --help and --usage, which every command answers alike;
  * above any option letter and below the commands' own values (1000 and up).

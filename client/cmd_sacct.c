@@ -78,7 +78,12 @@ int cmd_sacct(struct cli *c, int argc, char **argv)
     size_t nrows = 0;
     uint64_t now = wall_ms();
 
-    if (sacct_parse_args(argc, argv, now, &o, err, sizeof(err)) != 0) {
+    int prc = sacct_parse_args(argc, argv, now, &o, err, sizeof(err));
+    if (prc == -2) {
+        fprintf(stderr, "%s: %s\n", c->prog, err); /* Slurm's sacct adds no "Try" line */
+        return 1;
+    }
+    if (prc != 0) {
         cli_error(c, "%s", err);
         return 1;
     }

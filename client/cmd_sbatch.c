@@ -139,8 +139,14 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
     size_t len = 0;
     int si, rc = 1;
 
-    if (sbatch_parse_parse_args(&opts, argc, argv, &si, err, sizeof(err)) != 0) {
-        cli_error(c, "%s", err);
+    int prc = sbatch_parse_parse_args(&opts, argc, argv, &si, err, sizeof(err));
+    if (prc != 0) {
+        if (prc == SBATCH_PARSE_USAGE)
+            cli_usage_error(c, err);
+        else
+            cli_error(c, "%s", err);
+        if (prc == SBATCH_PARSE_USAGE || prc == SBATCH_PARSE_BAD_VALUE)
+            rc = 255; /* Slurm's sbatch exits 255 on an option it refuses */
         goto out;
     }
     if (opts.set & (SBATCH_HELP | SBATCH_USAGE | SBATCH_VERSION)) {
@@ -179,8 +185,11 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
         .uid = (uint32_t)getuid(),
         .gid = (uint32_t)getgid(),
     };
-    if (sbatch_parse_build(&opts, script, len, &ctx, &job, err, sizeof(err)) != 0) {
+    int brc = sbatch_parse_build(&opts, script, len, &ctx, &job, err, sizeof(err));
+    if (brc != 0) {
         cli_error(c, "%s", err);
+        if (brc == SBATCH_PARSE_USAGE)
+            rc = 255; /* a #SBATCH line's option refused: Slurm's sbatch exits 255 too */
         goto out;
     }
 

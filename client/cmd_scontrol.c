@@ -291,8 +291,13 @@ int cmd_scontrol(struct cli *c, int argc, char **argv)
             cli_print_version();
             return 0;
         } else {
-            cli_error(c, "unknown option %s", argv[i]);
-            usage(stderr);
+            /* getopt's words and Slurm's "Try" line, as scontrol(1) of Slurm prints them */
+            char msg[300];
+            if (argv[i][1] == '-' || argv[i][1] == '\0')
+                snprintf(msg, sizeof(msg), "unrecognized option '%s'", argv[i]);
+            else
+                snprintf(msg, sizeof(msg), "invalid option -- '%c'", argv[i][1]);
+            cli_usage_error(c, msg);
             return 1;
         }
     }

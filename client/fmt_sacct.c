@@ -910,6 +910,7 @@ int sacct_parse_args(int argc, char **argv, uint64_t now_ms, struct sacct_opts *
     o->header = true;
     o->mode = SACCT_TABLE;
     const char *start = NULL, *end = NULL;
+    bool usage = false; /* an option getopt refused: -2 */
 
     opterr = 0;
     optind = 0; /* glibc: a full re-initialisation, so tests may parse many command lines */
@@ -995,13 +996,18 @@ int sacct_parse_args(int argc, char **argv, uint64_t now_ms, struct sacct_opts *
             o->action = SACCT_VERSION;
             return 0;
         case ':':
-            errmsg_set(err, errlen, "option '%s' requires an argument", argv[optind - 1]);
+            if (optopt && strncmp(argv[optind - 1], "--", 2) != 0)
+                errmsg_set(err, errlen, "option requires an argument -- '%c'", optopt);
+            else
+                errmsg_set(err, errlen, "option '%s' requires an argument", argv[optind - 1]);
+            usage = true;
             goto fail;
         default:
             if (optopt)
                 errmsg_set(err, errlen, "invalid option -- '%c'", optopt);
             else
                 errmsg_set(err, errlen, "unrecognized option '%s'", argv[optind - 1]);
+            usage = true;
             goto fail;
         }
     }
@@ -1039,5 +1045,5 @@ oom:
     errmsg_set(err, errlen, "out of memory");
 fail:
     sacct_opts_free(o);
-    return -1;
+    return usage ? -2 : -1;
 }

@@ -69,7 +69,9 @@ struct sacct_opts {
 /*
  * Parse sacct's command line (argv[0] is the program) at wall time now_ms, and apply
  * Slurm's defaults: -S is 00:00 today, unless -j is given (then unbounded) or -s is (then
- * now); -E is unbounded (now). Returns 0, or -1 with err. Uses getopt_long (resets it).
+ * now); -E is unbounded (now). Returns 0; -2 for an option getopt refuses (err in its
+ * words, which sacct prints as Slurm's does: "sacct: invalid option -- 'Z'", no more); -1
+ * with err for anything else. Uses getopt_long (resets it).
  */
 int sacct_parse_args(int argc, char **argv, uint64_t now_ms, struct sacct_opts *o, char *err,
                      size_t errlen);

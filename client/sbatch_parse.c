@@ -15,6 +15,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@ struct opt {
     const char *name; /* long name without "--" */
     char letter;      /* short letter, 0 for none */
     bool has_arg;
-    bool cli_only; /* refused in a batch script */
+    bool cli_only;  /* refused in a batch script */
     unsigned field; /* the SBATCH_* bit of the field it sets */
 };
 
@@ -356,6 +357,17 @@ static const struct opt *find_short(char c)
     return NULL;
 }
 
+/* An option the parser cannot take as written (getopt's words), err set. */
+__attribute__((format(printf, 3, 4))) static int usage_error(char *err, size_t errlen,
+                                                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return SBATCH_PARSE_USAGE;
+}
+
 /*
  * The parser both places share. in_script: every word must be an option, and
  * command-line-only options are refused. Otherwise parsing stops at the first non-option
@@ -384,9 +396,10 @@ static int parse_words(struct sbatch_parse_opts *o, int argc, char *const *argv,
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             bool ambiguous;
             const struct opt *op = find_long(name, len, &ambiguous);
+            if (op == NULL && ambiguous)
+                return usage_error(err, errlen, "option '%s' is ambiguous", w);
             if (op == NULL)
-                return errmsg_set(err, errlen, "%s option '--%.*s'",
-                                  ambiguous ? "ambiguous" : "unrecognized", (int)len, name);
+                return usage_error(err, errlen, "unrecognized option '--%.*s'", (int)len, name);
             if (in_script && op->cli_only)
                 return errmsg_set(err, errlen, "option '--%s' is not valid in a batch script",
                                   op->name);
@@ -397,25 +410,26 @@ static int parse_words(struct sbatch_parse_opts *o, int argc, char *const *argv,
                 } else if (i + 1 < argc) {
                     value = argv[++i];
                 } else {
-                    return errmsg_set(err, errlen, "option '--%s' requires an argument", op->name);
+                    return usage_error(err, errlen, "option '--%s' requires an argument", op->name);
                 }
             } else if (eq != NULL) {
-                return errmsg_set(err, errlen, "option '--%s' doesn't allow an argument", op->name);
+                return usage_error(err, errlen, "option '--%s' doesn't allow an argument",
+                                   op->name);
             }
             if (apply(o, op, value, err, errlen) != 0)
-                return -1;
+                return SBATCH_PARSE_BAD_VALUE;
             continue;
         }
         /* One or more short options: "-H", "-HQ", "-Jname", "-J name". */
         for (const char *p = w + 1; *p; p++) {
             const struct opt *op = find_short(*p);
             if (op == NULL)
-                return errmsg_set(err, errlen, "invalid option -- '%c'", *p);
+                return usage_error(err, errlen, "invalid option -- '%c'", *p);
             if (in_script && op->cli_only)
                 return errmsg_set(err, errlen, "option '-%c' is not valid in a batch script", *p);
             if (!op->has_arg) {
                 if (apply(o, op, NULL, err, errlen) != 0)
-                    return -1;
+                    return SBATCH_PARSE_BAD_VALUE;
                 continue;
             }
             const char *value;
@@ -424,10 +438,10 @@ static int parse_words(struct sbatch_parse_opts *o, int argc, char *const *argv,
             } else if (i + 1 < argc) {
                 value = argv[++i];
             } else {
-                return errmsg_set(err, errlen, "option requires an argument -- '%c'", *p);
+                return usage_error(err, errlen, "option requires an argument -- '%c'", *p);
             }
             if (apply(o, op, value, err, errlen) != 0)
-                return -1;
+                return SBATCH_PARSE_BAD_VALUE;
             break;
         }
     }
@@ -440,8 +454,9 @@ int sbatch_parse_parse_args(struct sbatch_parse_opts *o, int argc, char *const *
                             int *script_index, char *err, size_t errlen)
 {
     int stop = argc;
-    if (parse_words(o, argc, argv, 1, false, &stop, err, errlen) != 0)
-        return -1;
+    int rc = parse_words(o, argc, argv, 1, false, &stop, err, errlen);
+    if (rc != 0)
+        return rc;
     if ((o->set & SBATCH_WRAP) && stop < argc)
         return errmsg_set(err, errlen, "script argument not permitted with --wrap option");
     *script_index = stop;
@@ -542,8 +557,10 @@ int sbatch_parse_parse_directives(struct sbatch_parse_opts *o, const char *scrip
         if (rc == 0)
             rc = parse_words(o, nw + 1, words, 1, true, NULL, why, sizeof(why));
         free(buf);
-        if (rc != 0)
-            return errmsg_set(err, errlen, "batch script line %u: %s", lineno, why);
+        if (rc != 0) {
+            errmsg_set(err, errlen, "batch script line %u: %s", lineno, why);
+            return SBATCH_PARSE_USAGE; /* refused as on the command line (sbatch exits 255) */
+        }
     }
     return 0;
 }
@@ -823,6 +840,7 @@ int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, 
 {
     struct sbatch_parse_opts o = {0};
     char *wrapped = NULL;
+    int frc = -1; /* what a failure returns */
     memset(job, 0, sizeof(*job));
 
     if (cli->set & SBATCH_WRAP) {
@@ -837,9 +855,12 @@ int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, 
         return errmsg_set(err, errlen, "no batch script given");
     }
     if (sbatch_parse_check_size(len, true, ctx->max_script_bytes, err, errlen) != 0 ||
-        sbatch_parse_check_script(script, len, err, errlen) != 0 ||
-        sbatch_parse_parse_directives(&o, script, len, err, errlen) != 0)
+        sbatch_parse_check_script(script, len, err, errlen) != 0)
         goto fail;
+    frc = sbatch_parse_parse_directives(&o, script, len, err, errlen);
+    if (frc != 0)
+        goto fail;
+    frc = -1;
     if (sbatch_parse_merge(&o, cli) != 0)
         goto oom;
 
@@ -896,7 +917,7 @@ fail:
     sbatch_parse_opts_free(&o);
     free(wrapped);
     sbatch_parse_job_free(job);
-    return -1;
+    return frc;
 }
 
 void sbatch_parse_job_to_spec(const struct sbatch_parse_job *job, Spur__Api__JobSpec *spec)

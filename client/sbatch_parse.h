@@ -127,16 +127,26 @@ void sbatch_parse_opts_free(struct sbatch_parse_opts *o);
 void sbatch_parse_job_free(struct sbatch_parse_job *j);
 
 /*
+ * What the parsers return besides 0 and -1 (err is set for each): an option they cannot
+ * take as written (unknown, ambiguous, a value missing or not allowed: err in getopt's
+ * words; on a #SBATCH line, any refused line), and an option whose value is refused.
+ * sbatch exits 255 for both, as Slurm's does.
+ */
+enum { SBATCH_PARSE_USAGE = -2, SBATCH_PARSE_BAD_VALUE = -3 };
+
+/*
  * Parse the command line (argv[0] is the program). Stops at the first word that is not
  * an option (the script) or after "--"; *script_index is its index, or argc when there
- * is none. Returns 0, or -1 with err set.
+ * is none. Returns 0, SBATCH_PARSE_USAGE, SBATCH_PARSE_BAD_VALUE, or -1 (a script
+ * argument with --wrap), err set.
  */
 int sbatch_parse_parse_args(struct sbatch_parse_opts *o, int argc, char *const *argv,
                             int *script_index, char *err, size_t errlen);
 
 /*
  * Apply the #SBATCH directives at the top of script[0..len). Errors name the line.
- * Returns 0 or -1.
+ * Returns 0, SBATCH_PARSE_USAGE for a refused line (a bad option, value or quoting),
+ * or -1 (out of memory).
  */
 int sbatch_parse_parse_directives(struct sbatch_parse_opts *o, const char *script, size_t len,
                                   char *err, size_t errlen);
@@ -176,7 +186,8 @@ int sbatch_parse_check_script(const char *script, size_t len, char *err, size_t 
  * (name from the script file, "sbatch" for stdin, "wrap" for --wrap; stdout
  * "slurm-%j.out"; stderr with stdout; workdir the current directory, a relative -D
  * taken from it), and the environment from --export. script is NULL with --wrap.
- * Returns 0 or -1 with err set.
+ * Returns 0; SBATCH_PARSE_USAGE when a #SBATCH line is refused (err names the line); -1
+ * with err set for anything else.
  */
 int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, size_t len,
                        const struct sbatch_parse_context *ctx, struct sbatch_parse_job *job,

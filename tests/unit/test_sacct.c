@@ -147,13 +147,15 @@ START_TEST(test_options)
 }
 END_TEST
 
-static void bad_opts(const char *msg, const char *const *args)
+static void bad_opts(int rc, const char *msg, const char *const *args)
 {
     struct sacct_opts o;
-    ck_assert_int_eq(parse(&o, args), -1);
+    ck_assert_int_eq(parse(&o, args), rc);
     ck_assert_msg(strstr(err, msg) != NULL, "\"%s\" lacks \"%s\"", err, msg);
 }
-#define BAD(msg, ...) bad_opts((msg), (const char *const[]){__VA_ARGS__, NULL})
+#define BAD(msg, ...) bad_opts(-1, (msg), (const char *const[]){__VA_ARGS__, NULL})
+/* What getopt refuses: -2, printed in its words (as Slurm's sacct does). */
+#define BADOPT(msg, ...) bad_opts(-2, (msg), (const char *const[]){__VA_ARGS__, NULL})
 
 START_TEST(test_option_errors)
 {
@@ -163,10 +165,10 @@ START_TEST(test_option_errors)
     BAD("Invalid time specification: soon", "-S", "soon");
     BAD("Invalid time specification: 99:99", "-E", "99:99");
     BAD("requested is after end time", "-S", "now", "-E", "now-1hours");
-    BAD("option '-j' requires an argument", "-j");
-    BAD("option '--format' requires an argument", "--format");
-    BAD("invalid option -- 'Z'", "-Z");
-    BAD("unrecognized option '--bogus'", "--bogus");
+    BADOPT("option requires an argument -- 'j'", "-j");
+    BADOPT("option '--format' requires an argument", "--format");
+    BADOPT("invalid option -- 'Z'", "-Z");
+    BADOPT("unrecognized option '--bogus'", "--bogus");
     BAD("unexpected argument 'extra'", "extra");
 }
 END_TEST

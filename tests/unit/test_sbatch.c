@@ -301,22 +301,23 @@ START_TEST(test_bad_options)
     static const struct {
         const char *word, *value; /* the words after "sbatch"; value may be NULL */
         const char *msg;          /* a part of the error line */
+        int rc;                   /* -2: refused as getopt would (sbatch prints "Try") */
     } t[] = {
-        {"--bogus=1", NULL, "unrecognized option '--bogus'"},
-        {"--accounting=x", NULL, "unrecognized option '--accounting'"},
-        {"--account", NULL, "'--account' requires an argument"},
-        {"--no-requeue=1", NULL, "'--no-requeue' doesn't allow an argument"},
-        {"-X", NULL, "'X'"},
-        {"-HZ", NULL, "'Z'"},
-        {"--n=2", NULL, "ambiguous option '--n'"}, /* --nodes or --ntasks */
-        {"-J", NULL, "requires an argument"},
-        {"--time", NULL, "'--time' requires an argument"},
-        {"--hold=yes", NULL, "'--hold' doesn't allow an argument"},
-        {"-J", "", "non-empty"},
+        {"--bogus=1", NULL, "unrecognized option '--bogus'", -2},
+        {"--accounting=x", NULL, "unrecognized option '--accounting'", -2},
+        {"--account", NULL, "'--account' requires an argument", -2},
+        {"--no-requeue=1", NULL, "'--no-requeue' doesn't allow an argument", -2},
+        {"-X", NULL, "'X'", -2},
+        {"-HZ", NULL, "'Z'", -2},
+        {"--n=2", NULL, "option '--n=2' is ambiguous", -2}, /* --nodes or --ntasks */
+        {"-J", NULL, "option requires an argument -- 'J'", -2},
+        {"--time", NULL, "'--time' requires an argument", -2},
+        {"--hold=yes", NULL, "'--hold' doesn't allow an argument", -2},
+        {"-J", "", "non-empty", SBATCH_PARSE_BAD_VALUE},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         struct sbatch_parse_opts o;
-        ck_assert_int_eq(args(&o, NULL, t[i].word, t[i].value, NULL), -1);
+        ck_assert_int_eq(args(&o, NULL, t[i].word, t[i].value, NULL), t[i].rc);
         ASSERT_ERR_HAS(t[i].msg);
         sbatch_parse_opts_free(&o);
     }
@@ -330,8 +331,8 @@ START_TEST(test_bad_counts)
     for (size_t k = 0; k < 3; k++) {
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
             struct sbatch_parse_opts o;
-            ck_assert_msg(args(&o, NULL, opt[k], bad[i], NULL) == -1, "%s '%s' accepted", opt[k],
-                          bad[i]);
+            ck_assert_msg(args(&o, NULL, opt[k], bad[i], NULL) == SBATCH_PARSE_BAD_VALUE,
+                          "%s '%s' accepted", opt[k], bad[i]);
             ASSERT_ERR_HAS("at least 1");
             sbatch_parse_opts_free(&o);
         }
@@ -340,10 +341,10 @@ START_TEST(test_bad_counts)
     ck_assert_int_eq(args(&o, NULL, "-N", "4294967295", NULL), 0);
     ck_assert_uint_eq(o.nodes, 4294967295u);
     sbatch_parse_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "-t", "soon", NULL), -1);
+    ck_assert_int_eq(args(&o, NULL, "-t", "soon", NULL), SBATCH_PARSE_BAD_VALUE);
     ASSERT_ERR_HAS("soon");
     sbatch_parse_opts_free(&o);
-    ck_assert_int_eq(args(&o, NULL, "--mem=lots", NULL), -1);
+    ck_assert_int_eq(args(&o, NULL, "--mem=lots", NULL), SBATCH_PARSE_BAD_VALUE);
     ASSERT_ERR_HAS("lots");
     sbatch_parse_opts_free(&o);
 }
@@ -451,7 +452,7 @@ START_TEST(test_directives_that_are_comments)
                                     "#SBATCH\n"
                                     "#SBATCH   \n"
                                     "#SBATCH --bogus-in-comment-free-line-is-an-error-below\n"),
-                     -1);
+                     -2);
     /* Everything before the last line was a comment; the last is a real directive. */
     ASSERT_ERR_HAS("line 9");
     ASSERT_ERR_HAS("--bogus-in-comment");
@@ -493,11 +494,11 @@ START_TEST(test_directives_quotes)
     ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"a # b\"\n"), 0);
     ck_assert_str_eq(o.name, "a # b");
     sbatch_parse_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"open\n"), -1);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n#SBATCH -J \"open\n"), -2);
     ASSERT_ERR_HAS("line 2");
     ASSERT_ERR_HAS("unterminated quote");
     sbatch_parse_opts_free(&o);
-    ck_assert_int_eq(directives(&o, "#!/bin/sh\n\n#SBATCH -J 'open\n"), -1);
+    ck_assert_int_eq(directives(&o, "#!/bin/sh\n\n#SBATCH -J 'open\n"), -2);
     ASSERT_ERR_HAS("line 3");
     sbatch_parse_opts_free(&o);
 }
@@ -536,7 +537,8 @@ START_TEST(test_directives_errors)
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         struct sbatch_parse_opts o;
-        ck_assert_int_eq(directives(&o, t[i].script), -1);
+        /* a refused line: -2, and sbatch exits 255 as Slurm's does */
+        ck_assert_int_eq(directives(&o, t[i].script), -2);
         ASSERT_ERR_HAS(t[i].msg);
         if (t[i].msg2 != NULL)
             ASSERT_ERR_HAS(t[i].msg2);
@@ -689,8 +691,7 @@ START_TEST(test_requeue_account)
     ck_assert_str_eq(j.account, "");
     sbatch_parse_job_free(&j);
 
-    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue", "-A", "physics", NULL),
-                     0);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue", "-A", "physics", NULL), 0);
     ck_assert(j.requeue);
     ck_assert_str_eq(j.account, "physics");
     sbatch_parse_job_to_spec(&j, &spec);
@@ -699,14 +700,13 @@ START_TEST(test_requeue_account)
     sbatch_parse_job_free(&j);
 
     /* Last wins on one command line; --account=, -Aname and a unique prefix work too. */
-    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue", "--no-requeue",
-                           "--account=chem", NULL),
-                     0);
+    ck_assert_int_eq(
+        build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue", "--no-requeue", "--account=chem", NULL),
+        0);
     ck_assert(!j.requeue);
     ck_assert_str_eq(j.account, "chem");
     sbatch_parse_job_free(&j);
-    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--no-req", "--requeue", "-Abio",
-                           NULL),
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--no-req", "--requeue", "-Abio", NULL),
                      0);
     ck_assert(j.requeue);
     ck_assert_str_eq(j.account, "bio");
@@ -724,11 +724,12 @@ START_TEST(test_requeue_account)
     sbatch_parse_job_free(&j);
 
     /* Refusals name the option. */
-    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue=yes", NULL), -1);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--requeue=yes", NULL), -2);
     ASSERT_ERR_HAS("'--requeue' doesn't allow an argument");
-    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--account=", NULL), -1);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--account=", NULL),
+                     SBATCH_PARSE_BAD_VALUE);
     ASSERT_ERR_HAS("option --account needs a non-empty value");
-    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-A", NULL), -1);
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-A", NULL), -2);
     ASSERT_ERR_HAS("option requires an argument -- 'A'");
 }
 END_TEST
@@ -932,8 +933,8 @@ static Suite *sbatch_suite(void)
 
     check_case(s, "job",
                (const TTest *[]){test_cli_overrides_directives, test_defaults, test_job_to_spec,
-                                 test_requeue_account, test_script_checks, test_oversized_script, test_wrap, test_export,
-                                 NULL});
+                                 test_requeue_account, test_script_checks, test_oversized_script,
+                                 test_wrap, test_export, NULL});
     return s;
 }
 
