@@ -4,18 +4,23 @@
  * Job ids alone: one exactly-once cancel request per id, so each failure names its job
  * in Slurm's words ("Kill job error on job id 42: Invalid job id specified"). With any
  * filter (-u -t -n -p --me), one cancel_jobs request carries the filters and the ids, and
- * only jobs that match all of them are cancelled. Exit status 1 when any id named on the
- * command line could not be cancelled (a job already finished counts, unless -Q), else 0;
- * filters that match nothing are not an error.
+ * only jobs that match all of them are cancelled; filters that match nothing are not an
+ * error.
+ *
+ * Messages and exit status as Slurm 22.05's scancel gives them (seen with slurm-client of
+ * Debian 12): cancelling a job that is unknown or already over is not an error (exit 0;
+ * the "Kill job error" line only with -v, never with -Q); a job of another user (DENIED)
+ * says "Kill job error on job id 42: Access/permission denied" and exits 210 (Slurm's
+ * ESLURM_ACCESS_DENIED, 2002, as an 8-bit status); any other failure exits 1. With several
+ * failures the last one's status is the exit status, as with Slurm.
  *
  * -s/--signal SIG (a name with or without "SIG", any case, or a number, as Slurm takes
  * it: KILL, SIGKILL, kill, 9) signals the jobs instead of cancelling them: one
- * SignalJobRequest per job id, each failure in Slurm's words, the exit status as above.
- * A signal goes to named jobs only; with filters it is refused (the filters are resolved
- * on the controller for a cancel, and signalling has no such request yet).
- *
- * A job of another user (DENIED) reads as Slurm's scancel says it: "Kill job error on
- * job id 42: Access/permission denied", exit status 1.
+ * SignalJobRequest per job id. There Slurm does call an unknown or finished job an error
+ * ("Invalid job id specified", exit 1; -Q silences a finished one), and a pending job
+ * "Job can not be altered now, try again later" (exit 228: ESLURM_TRANSITION_STATE_NO_UPDATE,
+ * 2020). A signal goes to named jobs only; with filters it is refused (the filters are
+ * resolved on the controller for a cancel, and signalling has no such request yet).
  */
 #include "cli.h"
 #include "job_filter.h"
@@ -33,7 +38,9 @@
 #define CODE(x)          SPUR__API__CODE__CODE_##x
 #define MSG_NOT_FOUND    "Invalid job id specified"
 #define MSG_ALREADY_DONE "Job/step already completing or completed"
-#define MSG_PENDING      "Job is pending execution"
+#define MSG_PENDING      "Job can not be altered now, try again later"
+#define RC_DENIED        210 /* ESLURM_ACCESS_DENIED (2002) & 0xff, Slurm's exit status */
+#define RC_NO_UPDATE     228 /* ESLURM_TRANSITION_STATE_NO_UPDATE (2020) & 0xff */
 
 static const char synopsis[] =
     "Usage: scancel [-u USER] [-t STATE] [-n NAME] [-p PARTITION] [--me] [-s SIGNAL] "
@@ -66,12 +73,12 @@ static const struct {
     const char *name;
     int sig;
 } signal_names[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},     {"ILL", SIGILL},
-    {"TRAP", SIGTRAP}, {"ABRT", SIGABRT}, {"BUS", SIGBUS},       {"FPE", SIGFPE},
-    {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},     {"USR2", SIGUSR2},
-    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},     {"CHLD", SIGCHLD},
-    {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN},
-    {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ},
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},     {"ILL", SIGILL},
+    {"TRAP", SIGTRAP}, {"ABRT", SIGABRT},   {"BUS", SIGBUS},       {"FPE", SIGFPE},
+    {"KILL", SIGKILL}, {"USR1", SIGUSR1},   {"SEGV", SIGSEGV},     {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},     {"CHLD", SIGCHLD},
+    {"CONT", SIGCONT}, {"STOP", SIGSTOP},   {"TSTP", SIGTSTP},     {"TTIN", SIGTTIN},
+    {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU},     {"XFSZ", SIGXFSZ},
     {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"VTALRM", SIGVTALRM}, {"SYS", SIGSYS},
 };
 
@@ -114,12 +121,15 @@ static int signal_by_id(struct cli *c, const uint64_t *ids, size_t n, int sig, b
             failed = 1;
         } else if (r->code == CODE(DENIED)) {
             kill_error(c, ids[i], CLI_MSG_DENIED);
-            failed = 1;
+            failed = RC_DENIED;
         } else if (r->code == CODE(CONFLICT)) {
             /* Not running: pending, or already over (the controller's line says which). */
             bool pending = r->error != NULL && strstr(r->error, "pending") != NULL;
-            if (pending || !quiet) {
-                kill_error(c, ids[i], pending ? MSG_PENDING : MSG_ALREADY_DONE);
+            if (pending) {
+                kill_error(c, ids[i], MSG_PENDING);
+                failed = RC_NO_UPDATE;
+            } else if (!quiet) {
+                kill_error(c, ids[i], MSG_NOT_FOUND); /* Slurm's word for a finished job */
                 failed = 1;
             }
         } else if (r->code != CODE(OK)) {
@@ -145,17 +155,14 @@ static int cancel_by_id(struct cli *c, const uint64_t *ids, size_t n, bool quiet
         spurclient_response *r = cli_call_any(c, &req, true);
         if (r == NULL)
             return 1; /* no replica answers: the others would fail the same way */
-        if (r->code == CODE(NOT_FOUND)) {
-            kill_error(c, ids[i], MSG_NOT_FOUND);
-            failed = 1;
+        if (r->code == CODE(NOT_FOUND) || r->code == CODE(CONFLICT)) {
+            /* Nothing left to cancel: not an error; said with -v (never with -Q). */
+            if (verbose && !quiet)
+                kill_error(c, ids[i],
+                           r->code == CODE(NOT_FOUND) ? MSG_NOT_FOUND : MSG_ALREADY_DONE);
         } else if (r->code == CODE(DENIED)) {
             kill_error(c, ids[i], CLI_MSG_DENIED); /* Slurm: a job of another user */
-            failed = 1;
-        } else if (r->code == CODE(CONFLICT)) {
-            if (!quiet) {
-                kill_error(c, ids[i], MSG_ALREADY_DONE);
-                failed = 1;
-            }
+            failed = RC_DENIED;
         } else if (r->code != CODE(OK)) {
             kill_error(c, ids[i], r->error && r->error[0] ? r->error : cli_code_name(r->code));
             failed = 1;
@@ -169,13 +176,19 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
 {
     enum { OPT_ME = 1000 };
     static const struct option lopts[] = {
-        {"user", required_argument, NULL, 'u'},      {"state", required_argument, NULL, 't'},
-        {"name", required_argument, NULL, 'n'},      {"jobname", required_argument, NULL, 'n'},
-        {"partition", required_argument, NULL, 'p'}, {"quiet", no_argument, NULL, 'Q'},
-        {"verbose", no_argument, NULL, 'v'},         {"me", no_argument, NULL, OPT_ME},
+        {"user", required_argument, NULL, 'u'},
+        {"state", required_argument, NULL, 't'},
+        {"name", required_argument, NULL, 'n'},
+        {"jobname", required_argument, NULL, 'n'},
+        {"partition", required_argument, NULL, 'p'},
+        {"quiet", no_argument, NULL, 'Q'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"me", no_argument, NULL, OPT_ME},
         {"signal", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, CLI_OPT_HELP},   {"usage", no_argument, NULL, CLI_OPT_USAGE},
-        {"version", no_argument, NULL, 'V'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, CLI_OPT_HELP},
+        {"usage", no_argument, NULL, CLI_OPT_USAGE},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     Spur__Api__CancelJobsRequest cj = SPUR__API__CANCEL_JOBS_REQUEST__INIT;
     char *users[1] = {NULL}, *names[1] = {NULL}, *parts[1] = {NULL};
@@ -282,31 +295,33 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     cj.states = states;
     req.op_case = SPUR__API__REQUEST__OP_CANCEL_JOBS;
     req.cancel_jobs = &cj;
-    spurclient_response *r = cli_call(c, &req, true);
+    spurclient_response *r = cli_call_any(c, &req, true);
     if (r == NULL)
         goto out;
+    if (r->code != CODE(OK)) {
+        /* The whole request refused (another user's jobs by filter): Slurm's status too. */
+        cli_response_error(c, r, NULL);
+        rc = r->code == CODE(DENIED) ? RC_DENIED : 1;
+        spurclient_response_free(r);
+        goto out;
+    }
     rc = 0;
     Spur__Api__CancelJobsResponse *cr = r->cancel_jobs;
     if (cr != NULL) {
         for (size_t i = 0; verbose && i < cr->n_cancelled; i++)
             fprintf(stderr, "%s: Terminating job %llu\n", c->prog,
                     (unsigned long long)cr->cancelled[i]);
-        for (size_t i = 0; i < cr->n_not_found; i++) {
-            if (listed(ids, nids, cr->not_found[i])) {
+        /* Named jobs that are unknown or over: not an error, said with -v (cancel_by_id). */
+        for (size_t i = 0; verbose && !quiet && i < cr->n_not_found; i++)
+            if (listed(ids, nids, cr->not_found[i]))
                 kill_error(c, cr->not_found[i], MSG_NOT_FOUND);
-                rc = 1;
-            }
-        }
-        /* Another user's job named by id: always said, whatever -Q (Slurm does too). */
+        for (size_t i = 0; verbose && !quiet && i < cr->n_already_done; i++)
+            if (listed(ids, nids, cr->already_done[i]))
+                kill_error(c, cr->already_done[i], MSG_ALREADY_DONE);
+        /* Another user's job: always said, whatever -Q (Slurm does too). */
         for (size_t i = 0; i < cr->n_denied; i++) {
             kill_error(c, cr->denied[i], CLI_MSG_DENIED);
-            rc = 1;
-        }
-        for (size_t i = 0; !quiet && i < cr->n_already_done; i++) {
-            if (listed(ids, nids, cr->already_done[i])) {
-                kill_error(c, cr->already_done[i], MSG_ALREADY_DONE);
-                rc = 1;
-            }
+            rc = RC_DENIED;
         }
     }
     spurclient_response_free(r);
