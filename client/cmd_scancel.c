@@ -198,7 +198,7 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     uint64_t *ids = NULL;
     size_t nids = 0;
     char err[300];
-    char me[256];
+    char me[256], uname[256];
     int rc = 1;
 
     opterr = 0;
@@ -206,11 +206,20 @@ int cmd_scancel(struct cli *c, int argc, char **argv)
     int ch;
     while ((ch = getopt_long(argc, argv, ":u:t:n:p:s:QvV", lopts, NULL)) != -1) {
         switch (ch) {
-        case 'u':
-            users[0] = optarg;
+        case 'u': {
+            /* Slurm's scancel refuses a user this host does not know, before anything. */
+            bool uid = optarg[0] != '\0' && optarg[strspn(optarg, "0123456789")] == '\0';
+            struct passwd *pw = uid ? getpwuid((uid_t)strtoul(optarg, NULL, 10)) : getpwnam(optarg);
+            if (pw == NULL) {
+                cli_error(c, "Invalid user name: %s", optarg);
+                goto out;
+            }
+            snprintf(uname, sizeof(uname), "%s", pw->pw_name); /* a uid as its name */
+            users[0] = uname;
             cj.n_users = 1;
             filters = true;
             break;
+        }
         case OPT_ME: {
             struct passwd *pw = getpwuid(getuid());
             if (pw == NULL) {

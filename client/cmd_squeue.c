@@ -39,31 +39,41 @@ static const char help_text[] =
     "  -V, --version          --help  --usage\n";
 
 /* Comma list into *v (appending); uids become user names. */
+/*
+ * The users of -u (names or uids) as names. One this host does not know is warned of and
+ * left out, as Slurm's squeue does ("squeue: error: Invalid user: x" and an empty line,
+ * exit 0); when every one is unknown, no job matches.
+ */
 static int add_users(struct cli *c, const char *list, char ***v, size_t *n)
 {
     char **words;
     size_t nw;
     if (strv_split(list, &words, &nw) != 0)
         return -1;
+    size_t keep = 0;
     for (size_t i = 0; i < nw; i++) {
         char *w = words[i];
-        if (w[strspn(w, "0123456789")] == '\0') {
-            struct passwd *pw = getpwuid((uid_t)strtoul(w, NULL, 10));
-            if (pw == NULL) {
-                cli_error(c, "Invalid user: %s", w);
-                strv_free(words, nw);
-                return -1;
-            }
+        bool uid = w[0] != '\0' && w[strspn(w, "0123456789")] == '\0';
+        struct passwd *pw = uid ? getpwuid((uid_t)strtoul(w, NULL, 10)) : getpwnam(w);
+        if (pw == NULL) {
+            cli_error(c, "Invalid user: %s\n", w);
+            free(w);
+            continue;
+        }
+        if (uid) {
             char *name = strdup(pw->pw_name);
             if (name == NULL) {
-                strv_free(words, nw);
+                for (size_t k = i; k < nw; k++)
+                    free(words[k]);
+                strv_free(words, keep);
                 return -1;
             }
             free(w);
-            words[i] = name;
+            w = name;
         }
+        words[keep++] = w;
     }
-    return strv_move_all(v, n, words, nw);
+    return strv_move_all(v, n, words, keep);
 }
 
 static int add_list(const char *list, char ***v, size_t *n)
@@ -92,6 +102,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     size_t nids = 0;
     char **users = NULL, **parts = NULL, **names = NULL;
     size_t nusers = 0, nparts = 0, nnames = 0;
+    bool users_given = false;
     int states[MAX_STATES];
     size_t nstates = 0;
     bool states_given = false, all_states = false, header = true, lng = false;
@@ -114,6 +125,7 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
             }
             break;
         case 'u':
+            users_given = true;
             if (add_users(c, optarg, &users, &nusers) != 0)
                 goto out;
             break;
@@ -209,7 +221,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
     if (r == NULL)
         goto out;
 
-    size_t n = r->jobs ? r->jobs->n_jobs : 0, m = 0;
+    /* -u naming only users nobody knows: nothing matches (Slurm's squeue lists nothing). */
+    size_t n = r->jobs && !(users_given && nusers == 0) ? r->jobs->n_jobs : 0, m = 0;
     sel = calloc(n ? n : 1, sizeof(*sel));
     if (sel == NULL)
         goto oom;

@@ -782,6 +782,26 @@ def test_reads_without_a_leader_are_marked_possibly_stale(cluster3):
     assert p.returncode == 0 and p.stderr == "" and p.stdout.split() == [str(j) for j in ids]
 
 
+def test_unknown_users_on_u_as_slurms_squeue_and_scancel(cluster3):
+    """squeue -u warns of a user nobody knows and goes on (exit 0), scancel -u refuses it
+    (exit 1): the texts of Slurm 22.05's, seen with slurm-client of Debian 12."""
+    c = cluster3
+    jid = sbatch(c, "--hold", "--wrap=true")
+    ghost = "nosuchuser-spur"
+    p = c.spur("squeue", "-h", "-u", f"{ghost},root", "-o", "%i")
+    assert p.returncode == 0 and p.stdout.split() == [str(jid)], p
+    assert p.stderr == f"squeue: error: Invalid user: {ghost}\n\n", p.stderr
+    p = c.spur("squeue", "-h", "-u", ghost, "-o", "%i")
+    assert (p.returncode, p.stdout) == (0, ""), p
+    p = c.spur("squeue", "-h", "-u", "0", "-o", "%i")  # a uid is its user
+    assert p.stdout.split() == [str(jid)], p
+    p = c.spur("scancel", "-u", ghost)
+    assert (p.returncode, p.stderr) == (1, f"scancel: error: Invalid user name: {ghost}\n"), p
+    assert job(c, jid)["state"] == "PENDING"
+    assert c.spur("scancel", "-u", "0", jid).returncode == 0  # ids restrict the filter
+    assert job(c, jid)["state"] == "CANCELLED"
+
+
 # What Slurm 22.05's commands print for an option they refuse, and their exit status
 # (getopt's words, then a "Try" line; sbatch exits 255, sacct prints no "Try" line), as
 # read off slurm-client of Debian 12 on this kind of machine.
