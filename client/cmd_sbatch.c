@@ -188,7 +188,7 @@ int cmd_sbatch(struct cli *c, int argc, char **argv)
     int brc = sbatch_parse_build(&opts, script, len, &ctx, &job, err, sizeof(err));
     if (brc != 0) {
         cli_error(c, "%s", err);
-        if (brc == SBATCH_PARSE_USAGE)
+        if (brc == SBATCH_PARSE_USAGE || brc == SBATCH_PARSE_BAD_VALUE)
             rc = 255; /* a #SBATCH line's option refused: Slurm's sbatch exits 255 too */
         goto out;
     }

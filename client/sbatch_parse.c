@@ -567,6 +567,61 @@ int sbatch_parse_parse_directives(struct sbatch_parse_opts *o, const char *scrip
 
 /* ---- merging, environment, script ------------------------------------------------- */
 
+/* The SBATCH_* variables Slurm's sbatch(1) reads ("INPUT ENVIRONMENT VARIABLES") for the
+ * options spur has. */
+static const struct {
+    const char *var, *option;
+} env_opts[] = {
+    {"SBATCH_ACCOUNT", "account"},     {"SBATCH_JOB_NAME", "job-name"},
+    {"SBATCH_PARTITION", "partition"}, {"SBATCH_TIMELIMIT", "time"},
+    {"SBATCH_OUTPUT", "output"},       {"SBATCH_ERROR", "error"},
+    {"SBATCH_EXPORT", "export"},       {"SBATCH_MEM_PER_NODE", "mem"},
+    {"SBATCH_REQUEUE", "requeue"},     {"SBATCH_NO_REQUEUE", "no-requeue"},
+};
+
+static const char *env_value(char *const *environ, const char *var)
+{
+    size_t n = strlen(var);
+    for (char *const *e = environ; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, var, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    return NULL;
+}
+
+/* Slurm's rule for a flag's variable: empty, "yes" or a non-zero number sets it. */
+static bool env_flag_on(const char *v)
+{
+    if (v[0] == '\0' || strcasecmp(v, "yes") == 0)
+        return true;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end == '\0' && end != v && x != 0;
+}
+
+int sbatch_parse_env(struct sbatch_parse_opts *o, char *const *environ, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof(*o));
+    for (size_t i = 0; i < sizeof(env_opts) / sizeof(env_opts[0]); i++) {
+        const char *v = env_value(environ, env_opts[i].var);
+        if (v == NULL)
+            continue;
+        bool ambiguous;
+        const struct opt *op =
+            find_long(env_opts[i].option, strlen(env_opts[i].option), &ambiguous);
+        if (op == NULL)
+            continue; /* cannot happen: the table names options of opts[] */
+        if (!op->has_arg && !env_flag_on(v))
+            continue;
+        char why[400];
+        if (apply(o, op, op->has_arg ? v : NULL, why, sizeof(why)) != 0) {
+            errmsg_set(err, errlen, "%s: %s", env_opts[i].var, why);
+            sbatch_parse_opts_free(o);
+            return SBATCH_PARSE_BAD_VALUE;
+        }
+    }
+    return 0;
+}
+
 int sbatch_parse_merge(struct sbatch_parse_opts *dst, const struct sbatch_parse_opts *src)
 {
     unsigned s = src->set;
@@ -860,8 +915,15 @@ int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, 
     frc = sbatch_parse_parse_directives(&o, script, len, err, errlen);
     if (frc != 0)
         goto fail;
+    /* The environment over the script, the command line over both (sbatch(1)). */
+    struct sbatch_parse_opts eo;
+    frc = sbatch_parse_env(&eo, ctx->environ, err, errlen);
+    if (frc != 0)
+        goto fail;
     frc = -1;
-    if (sbatch_parse_merge(&o, cli) != 0)
+    int mrc = sbatch_parse_merge(&o, &eo);
+    sbatch_parse_opts_free(&eo);
+    if (mrc != 0 || sbatch_parse_merge(&o, cli) != 0)
         goto oom;
 
     if (o.set & SBATCH_NAME)

@@ -182,12 +182,22 @@ int sbatch_parse_check_size(size_t len, bool exact, uint32_t limit, char *err, s
 int sbatch_parse_check_script(const char *script, size_t len, char *err, size_t errlen);
 
 /*
- * Build the job: script checks, directives, command line over directives, defaults
+ * The SBATCH_* variables of environ that stand for options spur has, as Slurm's sbatch
+ * reads them (sbatch(1), "INPUT ENVIRONMENT VARIABLES"): SBATCH_ACCOUNT, _JOB_NAME,
+ * _PARTITION, _TIMELIMIT, _OUTPUT, _ERROR, _EXPORT, _MEM_PER_NODE, and the flags
+ * _REQUEUE, _NO_REQUEUE (set by an empty value, "yes" or a non-zero number). Into *o
+ * (initialised here). Returns 0, or SBATCH_PARSE_BAD_VALUE with err naming the variable.
+ */
+int sbatch_parse_env(struct sbatch_parse_opts *o, char *const *environ, char *err, size_t errlen);
+
+/*
+ * Build the job: script checks, directives, the SBATCH_* environment of ctx over them,
+ * the command line over both, defaults
  * (name from the script file, "sbatch" for stdin, "wrap" for --wrap; stdout
  * "slurm-%j.out"; stderr with stdout; workdir the current directory, a relative -D
  * taken from it), and the environment from --export. script is NULL with --wrap.
- * Returns 0; SBATCH_PARSE_USAGE when a #SBATCH line is refused (err names the line); -1
- * with err set for anything else.
+ * Returns 0; SBATCH_PARSE_USAGE when a #SBATCH line is refused (err names the line);
+ * SBATCH_PARSE_BAD_VALUE for a refused SBATCH_* value; -1 with err set for anything else.
  */
 int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, size_t len,
                        const struct sbatch_parse_context *ctx, struct sbatch_parse_job *job,

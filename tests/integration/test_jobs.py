@@ -802,6 +802,24 @@ def test_unknown_users_on_u_as_slurms_squeue_and_scancel(cluster3):
     assert job(c, jid)["state"] == "CANCELLED"
 
 
+def test_sbatch_reads_sbatch_variables_over_the_script_under_the_command_line(cluster3,
+                                                                              tmp_path):
+    """sbatch(1), INPUT ENVIRONMENT VARIABLES: SBATCH_* over #SBATCH, the command line over
+    both; a refused value exits 255 naming the variable."""
+    c = cluster3
+    f = tmp_path / "envjob.sh"
+    f.write_text("#!/bin/sh\n#SBATCH -J script-name -t 5\ntrue\n")
+    env = {"SBATCH_JOB_NAME": "env-name", "SBATCH_TIMELIMIT": "7", "SBATCH_ACCOUNT": "chem",
+           "SBATCH_REQUEUE": "yes"}
+    j = job(c, sbatch(c, "--hold", str(f), env=env))
+    assert (j["name"], j["time_limit_min"], j["account"], j["requeue"]) == \
+        ("env-name", 7, "chem", True)
+    j = job(c, sbatch(c, "--hold", "-J", "cli-name", str(f), env=env))
+    assert (j["name"], j["time_limit_min"]) == ("cli-name", 7)
+    p = c.spur("sbatch", str(f), env={"SBATCH_TIMELIMIT": "soon"})
+    assert p.returncode == 255 and "SBATCH_TIMELIMIT: " in p.stderr, p
+
+
 # What Slurm 22.05's commands print for an option they refuse, and their exit status
 # (getopt's words, then a "Try" line; sbatch exits 255, sacct prints no "Try" line), as
 # read off slurm-client of Debian 12 on this kind of machine.

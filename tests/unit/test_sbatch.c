@@ -912,6 +912,64 @@ START_TEST(test_export)
 }
 END_TEST
 
+/* Build with a given environment (the SBATCH_* variables are read from it). */
+static int build_env(struct sbatch_parse_job *job, char **env, const char *script, const char *word)
+{
+    char *argv[] = {"sbatch", (char *)word, NULL};
+    struct sbatch_parse_opts o = {0};
+    int si;
+    err[0] = '\0';
+    memset(job, 0, sizeof(*job));
+    int rc = sbatch_parse_parse_args(&o, word ? 2 : 1, argv, &si, err, sizeof(err));
+    if (rc == 0) {
+        struct sbatch_parse_context c = ctx("e.sh");
+        c.environ = env;
+        rc = sbatch_parse_build(&o, script, strlen(script), &c, job, err, sizeof(err));
+    }
+    sbatch_parse_opts_free(&o);
+    return rc;
+}
+
+/* sbatch(1) INPUT ENVIRONMENT VARIABLES: over the script, under the command line. */
+START_TEST(test_sbatch_environment)
+{
+    static const char script[] = "#!/bin/sh\n#SBATCH -J fromscript -p batch -t 5\ntrue\n";
+    char *env[] = {"SBATCH_JOB_NAME=fromenv", "SBATCH_TIMELIMIT=1:00:00",
+                   "SBATCH_ACCOUNT=physics",  "SBATCH_OUTPUT=env-%j.out",
+                   "SBATCH_MEM_PER_NODE=2G",  "SBATCH_REQUEUE=",
+                   "SBATCH_PARTITIONX=no",    NULL};
+    struct sbatch_parse_job j;
+    ck_assert_int_eq(build_env(&j, env, script, NULL), 0);
+    ck_assert_str_eq(j.name, "fromenv");
+    ck_assert_str_eq(j.partition, "batch"); /* not in the environment: the script's */
+    ck_assert_uint_eq(j.time_min, 60);
+    ck_assert_str_eq(j.account, "physics");
+    ck_assert_str_eq(j.stdout_path, "env-%j.out");
+    ck_assert_uint_eq(j.mem_mb, 2048);
+    ck_assert(j.requeue); /* an empty value sets a flag */
+    sbatch_parse_job_free(&j);
+    ck_assert_int_eq(build_env(&j, env, script, "--job-name=cli"), 0);
+    ck_assert_str_eq(j.name, "cli"); /* the command line wins */
+    sbatch_parse_job_free(&j);
+
+    /* A flag's variable set to anything but empty, yes or a non-zero number: not set. */
+    char *off[] = {"SBATCH_REQUEUE=no", NULL};
+    ck_assert_int_eq(build_env(&j, off, script, NULL), 0);
+    ck_assert(!j.requeue);
+    sbatch_parse_job_free(&j);
+    char *on[] = {"SBATCH_REQUEUE=2", "SBATCH_NO_REQUEUE=0", NULL};
+    ck_assert_int_eq(build_env(&j, on, script, NULL), 0);
+    ck_assert(j.requeue);
+    sbatch_parse_job_free(&j);
+
+    /* A refused value names its variable; sbatch exits 255 for it. */
+    char *bad[] = {"SBATCH_TIMELIMIT=soon", NULL};
+    ck_assert_int_eq(build_env(&j, bad, script, NULL), SBATCH_PARSE_BAD_VALUE);
+    ASSERT_ERR_HAS("SBATCH_TIMELIMIT: ");
+    ASSERT_ERR_HAS("soon");
+}
+END_TEST
+
 static Suite *sbatch_suite(void)
 {
     Suite *s = suite_create("sbatch");
@@ -934,7 +992,7 @@ static Suite *sbatch_suite(void)
     check_case(s, "job",
                (const TTest *[]){test_cli_overrides_directives, test_defaults, test_job_to_spec,
                                  test_requeue_account, test_script_checks, test_oversized_script,
-                                 test_wrap, test_export, NULL});
+                                 test_wrap, test_export, test_sbatch_environment, NULL});
     return s;
 }
 
