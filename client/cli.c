@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 void cli_error(const struct cli *c, const char *fmt, ...)
 {
@@ -21,6 +22,23 @@ void cli_error(const struct cli *c, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+void cli_print_date_line(FILE *out)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    char b[64];
+    if (localtime_r(&now, &tm) != NULL && strftime(b, sizeof(b), "%a %b %d %H:%M:%S %Y", &tm) > 0)
+        fprintf(out, "%s\n", b);
+}
+
+void cli_long_and_format(const struct cli *c)
+{
+    fprintf(stderr,
+            "%s: fatal: Options -o(--format) and -l(--long) are mutually exclusive. Please "
+            "remove one and retry.\n",
+            c->prog);
 }
 
 void cli_usage_error(const struct cli *c, const char *msg)

@@ -66,6 +66,12 @@ void cli_fini(struct cli *c);
  * option -- 'Z'" and a line 'Try "PROG --help" for more information'.
  */
 void cli_option_error(const struct cli *c, int opt, char **argv);
+/*
+ * What squeue -l and sinfo -l print above their header, as Slurm's do: the time now,
+ * "Thu Dec 03 12:27:57 2026". And their refusal of -l with -o (Slurm's words, exit 1).
+ */
+void cli_print_date_line(FILE *out);
+void cli_long_and_format(const struct cli *c);
 /* "PROG: msg" and the "Try" line of cli_option_error(). */
 void cli_usage_error(const struct cli *c, const char *msg);
 /*

@@ -141,15 +141,20 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         cli_error(c, "unexpected argument '%s'", argv[optind]);
         goto out;
     }
-    if (format == NULL)
+    if (lng && format != NULL) {
+        cli_long_and_format(c);
+        goto out;
+    }
+    if (format == NULL && !lng)
         format = getenv("SINFO_FORMAT");
     if (format == NULL || format[0] == '\0') {
+        /* Slurm's formats (sinfo(1); the long ones as Slurm 22.05 prints them). */
         if (so.reasons)
-            format = FMT_SINFO_REASONS;
+            format = lng ? FMT_SINFO_REASONS_LONG : FMT_SINFO_REASONS;
         else if (summarize)
             format = FMT_SINFO_SUMMARIZE;
         else if (so.node_view)
-            format = FMT_SINFO_NODE;
+            format = lng ? FMT_SINFO_NODE_LONG : FMT_SINFO_NODE;
         else if (lng)
             format = FMT_SINFO_LONG;
         else
@@ -218,6 +223,8 @@ int cmd_sinfo(struct cli *c, int argc, char **argv)
         json_end(&j);
     } else {
         struct fmt_ctx ctx = {.now_ms = wall_ms()};
+        if (lng && so.header)
+            cli_print_date_line(stdout);
         fmt_sinfo(stdout, &spec, parts, mp, nodes, mn, &so, &ctx);
     }
     rc = 0;

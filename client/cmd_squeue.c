@@ -191,7 +191,11 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         states[3] = SPUR__API__JOB_STATE__JOB_CONFIGURING;
         nstates = 4;
     }
-    if (format == NULL)
+    if (lng && format != NULL) {
+        cli_long_and_format(c);
+        goto out;
+    }
+    if (format == NULL && !lng)
         format = getenv("SQUEUE_FORMAT");
     if (format == NULL || format[0] == '\0')
         format = lng ? FMT_SQUEUE_LONG : FMT_SQUEUE_DEFAULT;
@@ -253,6 +257,8 @@ int cmd_squeue(struct cli *c, int argc, char **argv)
         json_end(&j);
     } else {
         struct fmt_ctx ctx = {.now_ms = wall_ms()};
+        if (lng && header)
+            cli_print_date_line(stdout);
         fmt_squeue(stdout, &spec, sel, m, header, &ctx);
     }
     rc = 0;

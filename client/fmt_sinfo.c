@@ -255,8 +255,13 @@ static char *sinfo_cell(char type, const fmt_partition *p, const fmt_node *n)
     case 's':
         return strdup("1-infinite");
     case 'u':
-    case 'U':
-        return strdup("Unknown"); /* who set a node's reason is not recorded yet */
+    case 'U': /* who set the node's reason: "alice", "alice(1000)" (Slurm's -R columns) */
+        if (n == NULL || n->reason_user == NULL || n->reason_user[0] == '\0')
+            return strdup("Unknown");
+        if (type == 'u')
+            return strdup(n->reason_user);
+        snprintf(b, sizeof(b), "%.40s(%u)", n->reason_user, n->reason_uid);
+        break;
     default:
         b[0] = '\0';
         break;

@@ -23,11 +23,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define FMT_SINFO_DEFAULT   "%#P %.5a %.10l %.6D %.6t %N"
-#define FMT_SINFO_NODE      "%#N %.6D %#P %6t"
-#define FMT_SINFO_LONG      "%#P %.5a %.10l %.6D %.11T %N"
-#define FMT_SINFO_SUMMARIZE "%#P %.5a %.10l %.16F %N"
-#define FMT_SINFO_REASONS   "%20E %19H %N"
+#define FMT_SINFO_DEFAULT      "%#P %.5a %.10l %.6D %.6t %N"
+#define FMT_SINFO_NODE         "%#N %.6D %#P %6t"
+#define FMT_SINFO_LONG         "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
+#define FMT_SINFO_NODE_LONG    "%#N %.6D %.9P %.11T %4c %.8z %.6m %.8d %.6w %.8f %20E"
+#define FMT_SINFO_SUMMARIZE    "%#P %.5a %.10l %.16F %N"
+#define FMT_SINFO_REASONS      "%20E %9u %19H %N"
+#define FMT_SINFO_REASONS_LONG "%20E %12U %19H %6t %N"
 
 struct fmt_sinfo_opts {
     bool node_view; /* -N: one line per node and partition */

@@ -651,9 +651,12 @@ static bool check_reason(struct fsm_cmd_result *r, const char *reason, const cha
     return check_text(r, "the reason", reason, FSM_REASON_MAX);
 }
 
-static int cmd_update_node(struct fsm *f, const Spur__Api__UpdateNodeRequest *u,
+static int cmd_update_node(struct fsm *f, const Spur__Fsm__Command *cmd,
                            struct fsm_cmd_result *r)
 {
+    const Spur__Api__UpdateNodeRequest *u = cmd->update_node;
+    const char *who = PB_STR(cmd->user);
+    uint32_t who_uid = cmd->caller_uid;
     if (u == NULL) {
         fsm_cmd_fail(r, C_INVALID, "update without a node");
         return FSM_OK;
@@ -666,13 +669,13 @@ static int cmd_update_node(struct fsm *f, const Spur__Api__UpdateNodeRequest *u,
     if (strcasecmp(st, "drain") == 0) {
         if (!check_reason(r, reason, "drain"))
             return FSM_OK;
-        if (fsm_node_set_reason(node, reason, f->now_ms) != 0)
+        if (fsm_node_set_reason_by(node, reason, f->now_ms, who, who_uid) != 0)
             return FSM_ENOMEM;
         node->drain = true;
     } else if (strcasecmp(st, "down") == 0) {
         if (!check_reason(r, reason, "down"))
             return FSM_OK;
-        if (fsm_node_set_reason(node, reason, f->now_ms) != 0)
+        if (fsm_node_set_reason_by(node, reason, f->now_ms, who, who_uid) != 0)
             return FSM_ENOMEM;
         node->down = true;
         node->not_responding = false; /* an operator's down: only an operator clears it */
@@ -1224,7 +1227,7 @@ int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_r
     case SPUR__FSM__COMMAND__OP_RELEASE_JOB:
         return cmd_release(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_UPDATE_NODE:
-        return cmd_update_node(f, cmd->update_node, r);
+        return cmd_update_node(f, cmd, r);
     case SPUR__FSM__COMMAND__OP_REGISTER_NODE:
         return cmd_register_node(f, cmd->register_node, r);
     case SPUR__FSM__COMMAND__OP_SET_PARTITIONS:

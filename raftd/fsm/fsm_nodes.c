@@ -32,6 +32,7 @@ static void node_free(struct fsm_node *node)
     free(node->address);
     strv_free(node->features, node->nfeatures);
     free(node->reason);
+    free(node->reason_user);
     free(node);
 }
 
@@ -162,15 +163,28 @@ bool fsm_node_usable(const struct fsm_node *node)
 
 int fsm_node_set_reason(struct fsm_node *node, const char *reason, uint64_t time_ms)
 {
-    char *copy = NULL;
+    return fsm_node_set_reason_by(node, reason, time_ms, "root", 0);
+}
+
+int fsm_node_set_reason_by(struct fsm_node *node, const char *reason, uint64_t time_ms,
+                           const char *user, uint32_t uid)
+{
+    char *copy = NULL, *who = NULL;
     if (reason != NULL && reason[0] != '\0') {
         copy = strdup(reason);
         if (copy == NULL)
             return -1;
+        if (user != NULL && user[0] != '\0' && (who = strdup(user)) == NULL) {
+            free(copy);
+            return -1;
+        }
     }
     free(node->reason);
+    free(node->reason_user);
     node->reason = copy;
     node->reason_time_ms = copy != NULL ? time_ms : 0;
+    node->reason_user = who;
+    node->reason_uid = who != NULL ? uid : 0;
     return 0;
 }
 

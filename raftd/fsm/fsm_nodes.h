@@ -46,6 +46,8 @@ struct fsm_node {
     uint64_t alloc_mem_mb;
     char *reason; /* owned, NULL when none */
     uint64_t reason_time_ms;
+    char *reason_user;    /* owned, who set the reason (NULL with none, or unknown) */
+    uint32_t reason_uid;
     uint64_t last_seen_ms;
     uint32_t launch_failures; /* failed launches in a row; 3 drain the node */
     bool registered;
@@ -97,6 +99,13 @@ int fsm_node_state(const struct fsm_node *node);
 bool fsm_node_usable(const struct fsm_node *node);
 /* Replace a node's reason (NULL or "" clears it). Returns 0 or -1 (out of memory). */
 int fsm_node_set_reason(struct fsm_node *node, const char *reason, uint64_t time_ms);
+/*
+ * The same, recording who set it (the caller of the command, proved). The controller's own
+ * reasons (not responding, failed launches) go through fsm_node_set_reason() and are set
+ * by root, uid 0, as Slurm's by its default SlurmUser. user NULL or "": not known.
+ */
+int fsm_node_set_reason_by(struct fsm_node *node, const char *reason, uint64_t time_ms,
+                           const char *user, uint32_t uid);
 /* Replace address and features (copies). Returns 0 or -1; the node is unchanged on -1. */
 int fsm_node_set_identity(struct fsm_node *node, const char *address, char *const *features,
                           size_t nfeatures);

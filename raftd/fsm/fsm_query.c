@@ -247,6 +247,8 @@ static int fill_node(const struct fsm *f, const struct fsm_node *node, Spur__Api
     out->state = (Spur__Api__NodeState)fsm_node_state(node);
     out->reason = node->reason != NULL ? node->reason : empty_str;
     out->reason_time_ms = node->reason_time_ms;
+    out->reason_user = node->reason_user != NULL ? node->reason_user : empty_str;
+    out->reason_uid = node->reason_uid;
     out->alloc_cpus = node->alloc_cpus;
     out->alloc_mem_mb = node->alloc_mem_mb;
     out->last_seen_ms = node->last_seen_ms;

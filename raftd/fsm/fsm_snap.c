@@ -93,6 +93,8 @@ static int write_node(const struct fsm_node *node, struct buf *b)
     r.drain = node->drain;
     r.reason = node->reason != NULL ? node->reason : empty;
     r.reason_time_ms = node->reason_time_ms;
+    r.reason_user = node->reason_user != NULL ? node->reason_user : empty;
+    r.reason_uid = node->reason_uid;
     r.last_seen_ms = node->last_seen_ms;
     r.launch_failures = node->launch_failures;
     r.not_responding = node->not_responding;
@@ -283,13 +285,15 @@ static int node_from_record(struct reader *rd, const Spur__Fsm__NodeRecord *r)
         return bad(rd, "node \"%s\" is out of order or repeated", name);
     if (r->n_features > FSM_MAX_FEATURES || r->cpus > FSM_MAX_CPUS_PER_NODE ||
         !fsm_text_ok(PB_STR(r->address), FSM_ADDRESS_MAX) ||
-        !fsm_text_ok(PB_STR(r->reason), FSM_REASON_MAX))
+        !fsm_text_ok(PB_STR(r->reason), FSM_REASON_MAX) ||
+        !fsm_text_ok(PB_STR(r->reason_user), FSM_USER_MAX))
         return bad(rd, "node \"%s\" has fields out of range", name);
     if (rd->f->nodes.n >= FSM_MAX_NODES)
         return bad(rd, "more than %d nodes", FSM_MAX_NODES);
     struct fsm_node *node = fsm_nodes_add(&rd->f->nodes, name);
     if (node == NULL || fsm_node_set_identity(node, r->address, r->features, r->n_features) ||
-        fsm_node_set_reason(node, r->reason, r->reason_time_ms))
+        fsm_node_set_reason_by(node, r->reason, r->reason_time_ms, r->reason_user,
+                               r->reason_uid))
         return FSM_ENOMEM;
     node->cpus = r->cpus;
     node->mem_mb = r->mem_mb;

@@ -18,6 +18,7 @@ import copy
 import json
 import os
 import random
+import re
 import subprocess
 import threading
 import time
@@ -678,6 +679,13 @@ def test_nodes_create_drain_resume_down_on_every_replica(cluster3):
         assert "State=IDLE+DRAIN" in p.stdout and "Reason=disk swap" in p.stdout, p.stdout
         p = c.spur("sinfo", "-h", "-R", host=h)
         assert "disk swap" in p.stdout and "cn[1-2]" in p.stdout, p.stdout
+        # Who set it, replicated with it (Slurm's -R USER column; -l adds the uid).
+        assert p.stdout.split()[2] == "root", p.stdout
+        p = c.spur("sinfo", "-R", "-l", host=h)
+        lines = p.stdout.splitlines()
+        assert len(lines[0].split()) == 5 and lines[0][3:4] == " ", lines  # the date line
+        assert lines[1].split() == ["REASON", "USER", "TIMESTAMP", "STATE", "NODELIST"]
+        assert lines[2].split()[2] == "root(0)" and lines[2].split()[4] == "drain", lines
         p = c.spur("sinfo", "-h", "-o", "%t %N", host=h)
         assert p.stdout.split() == ["drain", "cn[1-2]"], p.stdout
 
@@ -780,6 +788,43 @@ def test_reads_without_a_leader_are_marked_possibly_stale(cluster3):
     settle(c)
     p = c.spur("squeue", "-h", "-o", "%i")
     assert p.returncode == 0 and p.stderr == "" and p.stdout.split() == [str(j) for j in ids]
+
+
+def test_long_listings_as_slurms(cluster3):
+    """squeue -l, sinfo -l and sinfo -N -l as Slurm 22.05 prints them: a date line (not with
+    -h), Slurm's long columns; -l with -o is refused in Slurm's words, exit 1."""
+    c = cluster3
+    jid = sbatch(c, "--hold", "-J", "longjob", "--wrap=true")
+    assert c.spur("scontrol", "create", "node", "NodeName=ll1", "CPUs=2",
+                  "RealMemory=1000").returncode == 0
+    date_line = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} \d\d "
+                           r"\d\d:\d\d:\d\d \d{4}$")
+    p = c.spur("squeue", "-l", "-j", jid)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and date_line.match(lines[0]), lines
+    assert lines[1].split() == ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME",
+                                "TIME_LIMI", "NODES", "NODELIST(REASON)"], lines
+    assert lines[2].split()[:5] == [str(jid), "default", "longjob", "root", "PENDING"], lines
+    p = c.spur("squeue", "-l", "-h", "-j", jid)
+    assert len(p.stdout.splitlines()) == 1 and not date_line.match(p.stdout.splitlines()[0])
+    p = c.spur("sinfo", "-l")
+    lines = p.stdout.splitlines()
+    assert date_line.match(lines[0]), lines
+    assert lines[1].split() == ["PARTITION", "AVAIL", "TIMELIMIT", "JOB_SIZE", "ROOT",
+                                "OVERSUBS", "GROUPS", "NODES", "STATE", "NODELIST"], lines
+    p = c.spur("sinfo", "-N", "-l", "-n", "ll1")
+    lines = p.stdout.splitlines()
+    assert date_line.match(lines[0]), lines
+    assert lines[1].split() == ["NODELIST", "NODES", "PARTITION", "STATE", "CPUS", "S:C:T",
+                                "MEMORY", "TMP_DISK", "WEIGHT", "AVAIL_FE", "REASON"], lines
+    assert lines[2].split() == ["ll1", "1", "default*", "idle", "2", "2:1:1", "1000", "0", "1",
+                                "(null)", "none"], lines
+    for cmd in ("squeue", "sinfo"):
+        p = c.spur(cmd, "-l", "-o", "%i")
+        assert p.returncode == 1 and p.stderr == (
+            f"{cmd}: fatal: Options -o(--format) and -l(--long) are mutually exclusive. "
+            "Please remove one and retry.\n"), p
+    assert c.spur("scancel", jid).returncode == 0
 
 
 def test_unknown_users_on_u_as_slurms_squeue_and_scancel(cluster3):

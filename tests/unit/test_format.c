@@ -695,6 +695,8 @@ static void make_cluster(void)
     nodes_[2].alloc_cpus = 4;  /* n3 */
     nodes_[1].reason = "disk"; /* n4 */
     nodes_[1].reason_time_ms = NOW_MS;
+    nodes_[1].reason_user = "alice";
+    nodes_[1].reason_uid = 1000;
     nodes_[1].address = "10.0.0.4:6818";
     nodes_[1].last_seen_ms = NOW_MS;
     nodes_[1].partitions = n4_parts;
@@ -782,8 +784,13 @@ START_TEST(test_sinfo_reasons_and_counts)
     make_cluster();
     struct fmt_sinfo_opts o = {.header = true, .reasons = true};
     char *out = render_sinfo(FMT_SINFO_REASONS, &o);
-    ck_assert_str_eq(out, "REASON               TIMESTAMP           NODELIST\n"
-                          "disk                 2023-11-14T22:13:20 n4\n");
+    ck_assert_str_eq(out, "REASON               USER      TIMESTAMP           NODELIST\n"
+                          "disk                 alice     2023-11-14T22:13:20 n4\n");
+    free(out);
+    /* -R -l, as Slurm 22.05 prints it: the uid with the user, and the state. */
+    out = render_sinfo(FMT_SINFO_REASONS_LONG, &o);
+    ck_assert_str_eq(out, "REASON               USER         TIMESTAMP           STATE  NODELIST\n"
+                          "disk                 alice(1000)  2023-11-14T22:13:20 drain  n4\n");
     free(out);
 
     struct fmt_sinfo_opts plain = {.header = false};
