@@ -651,8 +651,7 @@ static bool check_reason(struct fsm_cmd_result *r, const char *reason, const cha
     return check_text(r, "the reason", reason, FSM_REASON_MAX);
 }
 
-static int cmd_update_node(struct fsm *f, const Spur__Fsm__Command *cmd,
-                           struct fsm_cmd_result *r)
+static int cmd_update_node(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
     const Spur__Api__UpdateNodeRequest *u = cmd->update_node;
     const char *who = PB_STR(cmd->user);
