@@ -234,6 +234,157 @@ static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
     return strdup(b);
 }
 
+/* ---- -S ------------------------------------------------------------------------------ */
+
+#define SORT_MAX_KEYS 16
+
+struct sort_key {
+    char type;
+    bool desc;
+    bool text; /* compare the cell's text, else its number */
+};
+
+struct sort_row {
+    fmt_job *job;
+    int64_t num[SORT_MAX_KEYS];
+    char *text[SORT_MAX_KEYS];
+};
+
+struct sort_ctx {
+    const struct sort_key *keys;
+    size_t nkeys;
+};
+
+/* The number a letter sorts by; *text set for those compared as text. */
+static int64_t sort_number(const fmt_job *j, char type, const struct fmt_ctx *ctx, bool *text)
+{
+    static const Spur__Api__JobSpec empty = SPUR__API__JOB_SPEC__INIT;
+    const Spur__Api__JobSpec *sp = j->spec ? j->spec : &empty;
+    *text = false;
+    switch (type) {
+    case 'i':
+        return (int64_t)j->id;
+    case 'c':
+        return fmt_or1(sp->cpus_per_task);
+    case 'C':
+        return (int64_t)fmt_job_cpus(j);
+    case 'D':
+        return fmt_job_node_count(j);
+    case 'e':
+        return (int64_t)j->end_time_ms;
+    case 'S':
+        return (int64_t)j->start_time_ms;
+    case 'V':
+        return (int64_t)j->submit_time_ms;
+    case 'G':
+        return sp->gid;
+    case 'U':
+        return sp->uid;
+    case 'l': /* no limit sorts after every limit */
+        return sp->time_limit_min == 0 ? INT64_MAX : sp->time_limit_min;
+    case 'L': {
+        if (sp->time_limit_min == 0)
+            return INT64_MAX;
+        int64_t lim = (int64_t)sp->time_limit_min * 60;
+        int64_t used = (int64_t)fmt_job_elapsed_s(j, ctx->now_ms);
+        return used < lim ? lim - used : 0;
+    }
+    case 'm':
+        return (int64_t)sp->mem_mb;
+    case 'M':
+        return (int64_t)fmt_job_elapsed_s(j, ctx->now_ms);
+    case 't':
+    case 'T':
+        return j->state; /* the state's order, as Slurm's (pending first) */
+    case 'b':
+    case 'd':
+    case 'h':
+    case 'H':
+    case 'I':
+    case 'J':
+    case 'O':
+    case 'p':
+    case 'Q':
+    case 'z':
+        return 0; /* the same for every job here */
+    default:      /* B f g j n N P u v: text */
+        *text = true;
+        return 0;
+    }
+}
+
+static int sort_cmp(const void *pa, const void *pb, void *arg)
+{
+    const struct sort_row *a = pa, *b = pb;
+    const struct sort_ctx *sc = arg;
+    for (size_t k = 0; k < sc->nkeys; k++) {
+        int c;
+        if (sc->keys[k].text)
+            c = strcmp(a->text[k] ? a->text[k] : "", b->text[k] ? b->text[k] : "");
+        else
+            c = a->num[k] < b->num[k] ? -1 : a->num[k] > b->num[k];
+        if (c != 0)
+            return sc->keys[k].desc ? -c : c;
+    }
+    return a->job->id < b->job->id ? -1 : a->job->id > b->job->id;
+}
+
+int fmt_squeue_sort(fmt_job **jobs, size_t n, const char *keys, const struct fmt_ctx *ctx,
+                    char *err, size_t errlen)
+{
+    static const char sortable[] = "bBcCdDefgGhHiIjJlLmMnNOpPQStTuUvVz";
+    struct sort_key k[SORT_MAX_KEYS];
+    size_t nk = 0;
+    for (const char *p = keys ? keys : ""; *p;) {
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        bool desc = false;
+        if (*p == '+' || *p == '-')
+            desc = *p++ == '-';
+        if (*p == '\0' || strchr(sortable, *p) == NULL || (p[1] != ',' && p[1] != '\0')) {
+            snprintf(err, errlen, "Invalid sort specification: %c", *p ? *p : '-');
+            return -1;
+        }
+        if (nk == SORT_MAX_KEYS) {
+            snprintf(err, errlen, "Invalid sort specification: more than %d fields", SORT_MAX_KEYS);
+            return -1;
+        }
+        k[nk].type = *p;
+        k[nk].desc = desc;
+        k[nk].text = false;
+        nk++;
+        p++;
+    }
+    if (n < 2 || nk == 0)
+        return 0;
+    struct sort_row *rows = calloc(n, sizeof(*rows));
+    if (rows == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rows[i].job = jobs[i];
+        for (size_t q = 0; q < nk; q++) {
+            bool text;
+            rows[i].num[q] = sort_number(jobs[i], k[q].type, ctx, &text);
+            k[q].text = text;
+            if (text)
+                rows[i].text[q] = job_cell(jobs[i], k[q].type, ctx);
+        }
+    }
+    struct sort_ctx sc = {k, nk};
+    qsort_r(rows, n, sizeof(*rows), sort_cmp, &sc);
+    for (size_t i = 0; i < n; i++) {
+        jobs[i] = rows[i].job;
+        for (size_t q = 0; q < nk; q++)
+            free(rows[i].text[q]);
+    }
+    free(rows);
+    return 0;
+}
+
 void fmt_squeue(FILE *out, const struct table_spec *spec, fmt_job *const *jobs, size_t n,
                 bool header, const struct fmt_ctx *ctx)
 {

@@ -25,6 +25,16 @@
 
 /* Parse a squeue -o format. Returns 0, or -1 with err naming the bad field. */
 int fmt_squeue_spec_parse(const char *format, struct table_spec *spec, char *err, size_t errlen);
+/*
+ * Sort jobs by squeue -S's list ("P,t,-p": field letters, each optionally preceded by '+'
+ * ascending, the default, or '-' descending; the job id breaks ties). The letters are
+ * those Slurm 22.05's squeue sorts by: b B c C d D e f g G h H i I j J l L m M n N O p P
+ * Q S t T u U v V z; numbers and times by value, text by bytes. Returns 0, or -1 with
+ * err "Invalid sort specification: X" (Slurm's words) for any other; the jobs are then
+ * in the order given.
+ */
+int fmt_squeue_sort(fmt_job **jobs, size_t n, const char *keys, const struct fmt_ctx *ctx,
+                    char *err, size_t errlen);
 /* A header line (unless !header) and one line per job, in the order given. */
 void fmt_squeue(FILE *out, const struct table_spec *spec, fmt_job *const *jobs, size_t n,
                 bool header, const struct fmt_ctx *ctx);

@@ -819,6 +819,16 @@ def test_long_listings_as_slurms(cluster3):
                                 "MEMORY", "TMP_DISK", "WEIGHT", "AVAIL_FE", "REASON"], lines
     assert lines[2].split() == ["ll1", "1", "default*", "idle", "2", "2:1:1", "1000", "0", "1",
                                 "(null)", "none"], lines
+    # -S and SQUEUE_SORT: Slurm's sort letters, '-' descending; others refused, exit 1.
+    j2 = sbatch(c, "--hold", "-J", "alpha", "--wrap=true")
+    p = c.spur("squeue", "-h", "-S", "-i", "-o", "%i")
+    assert p.stdout.split() == [str(j2), str(jid)], p
+    p = c.spur("squeue", "-h", "-o", "%j", env={"SQUEUE_SORT": "j"})
+    assert p.stdout.split() == ["alpha", "longjob"], p
+    p = c.spur("squeue", "-S", "Z")
+    assert (p.returncode, p.stdout) == (1, ""), p
+    assert p.stderr == "squeue: error: Invalid sort specification: Z\n", p.stderr
+    assert c.spur("scancel", j2).returncode == 0
     for cmd in ("squeue", "sinfo"):
         p = c.spur(cmd, "-l", "-o", "%i")
         assert p.returncode == 1 and p.stderr == (

@@ -565,6 +565,34 @@ START_TEST(test_squeue_all_fields)
 }
 END_TEST
 
+/* squeue -S, as Slurm's: field letters, '-' descending, the id breaking ties. */
+START_TEST(test_squeue_sort)
+{
+    make_jobs();
+    static struct tjob C;
+    tjob(&C, 9, "held", "carol", "batch", JS(PENDING));
+    fmt_job *v[3] = {&A.job, &B.job, &C.job};
+    ck_assert_int_eq(fmt_squeue_sort(v, 3, "i", &ctx, err, sizeof(err)), 0);
+    ck_assert(v[0] == &B.job && v[1] == &C.job && v[2] == &A.job); /* 7 9 42 */
+    ck_assert_int_eq(fmt_squeue_sort(v, 3, "-i", &ctx, err, sizeof(err)), 0);
+    ck_assert(v[0] == &A.job && v[1] == &C.job && v[2] == &B.job);
+    ck_assert_int_eq(fmt_squeue_sort(v, 3, "P,-u", &ctx, err, sizeof(err)), 0);
+    ck_assert(v[0] == &C.job && v[1] == &B.job && v[2] == &A.job); /* batch; debug: bob, alice */
+    ck_assert_int_eq(fmt_squeue_sort(v, 3, "+j", &ctx, err, sizeof(err)), 0);
+    ck_assert(v[0] == &A.job && v[1] == &B.job && v[2] == &C.job); /* averyv.., held 7, held 9 */
+    /* Time used by value (65 s before 0 s descending), not as text. */
+    ck_assert_int_eq(fmt_squeue_sort(v, 3, "-M,i", &ctx, err, sizeof(err)), 0);
+    ck_assert(v[0] == &A.job && v[1] == &B.job && v[2] == &C.job);
+    /* The letters Slurm does not sort by, and what is not a letter. */
+    ck_assert_int_eq(fmt_squeue_sort(v, 3, "i,Z", &ctx, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "Invalid sort specification: Z");
+    ck_assert_int_eq(fmt_squeue_sort(NULL, 0, "%i", NULL, err, sizeof(err)), -1);
+    ck_assert_str_eq(err, "Invalid sort specification: %");
+    ck_assert_int_eq(fmt_squeue_sort(NULL, 0, "ij", NULL, err, sizeof(err)), -1);
+    ck_assert_int_eq(fmt_squeue_sort(NULL, 0, "P,t,-p", NULL, err, sizeof(err)), 0);
+}
+END_TEST
+
 START_TEST(test_squeue_widths)
 {
     make_jobs();
@@ -1233,8 +1261,8 @@ static Suite *format_suite(void)
 
     check_case(s, "tables",
                (const TTest *[]){test_squeue_default, test_squeue_all_fields, test_squeue_widths,
-                                 test_squeue_reasons_and_times, test_filters_and_order,
-                                 test_sinfo_default, test_sinfo_node_view,
+                                 test_squeue_sort, test_squeue_reasons_and_times,
+                                 test_filters_and_order, test_sinfo_default, test_sinfo_node_view,
                                  test_sinfo_reasons_and_counts, test_sinfo_many_nodes, NULL});
 
     check_case(s, "records",
