@@ -68,6 +68,38 @@ static bool same_prefix(const struct host *a, const struct host *b)
     return a->plen == b->plen && memcmp(a->name, b->name, a->plen) == 0;
 }
 
+char *hostlist_compress_ordered(char *const *names, size_t n)
+{
+    struct buf b;
+    buf_init(&b);
+    for (size_t i = 0; i < n;) {
+        struct host first, next;
+        host_split(&first, str(names[i]));
+        size_t end = i + 1;
+        while (end < n) {
+            host_split(&next, str(names[end]));
+            if (!same_prefix(&first, &next))
+                break;
+            end++;
+        }
+        char *run = hostlist_compress(names + i, end - i);
+        if (run == NULL) {
+            buf_free(&b);
+            return NULL;
+        }
+        if (b.len > 0)
+            buf_puts(&b, ",");
+        buf_puts(&b, run);
+        free(run);
+        i = end;
+    }
+    if (b.len == 0) {
+        buf_free(&b);
+        return strdup("");
+    }
+    return buf_take(&b);
+}
+
 char *hostlist_compress(char *const *names, size_t n)
 {
     struct host *h = calloc(n ? n : 1, sizeof(*h));

@@ -25,6 +25,12 @@
 /* Compress names into the host list form ("a[1-3,5],b"); NULL when out of memory. */
 char *hostlist_compress(char *const *names, size_t n);
 /*
+ * The same, keeping the order given as Slurm's unsorted hostlist does (scontrol show
+ * hostlist): each run of adjacent names of one prefix is compressed on its own, so
+ * "n1,n2,n3,m01,m02" is "n[1-3],m[01-02]". NULL when out of memory.
+ */
+char *hostlist_compress_ordered(char *const *names, size_t n);
+/*
  * Expand "a[1-3,05-06],b" into names (*out NULL-terminated, *n of them). Returns 0, or -1
  * with err naming the problem.
  */

@@ -212,6 +212,84 @@ static int show_partitions(struct cli *c, const char *name)
     return 0;
 }
 
+/*
+ * The host list of show hostnames/hostlist: the argument (a list, or the absolute path of
+ * a file of names separated by commas or new lines, as Slurm's), else SLURM_JOB_NODELIST.
+ * NULL (said) when there is none or it cannot be read.
+ */
+static char *hosts_text(struct cli *c, const char *arg)
+{
+    if (arg == NULL || arg[0] == '\0')
+        arg = getenv("SLURM_JOB_NODELIST");
+    if (arg == NULL || arg[0] == '\0') {
+        cli_error(c, "host list is empty");
+        return NULL;
+    }
+    if (arg[0] != '/')
+        return strdup(arg);
+    FILE *f = fopen(arg, "r");
+    if (f == NULL) {
+        cli_error(c, "%s: %s", arg, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t cap = 0, len = 0;
+    int ch;
+    while ((ch = fgetc(f)) != EOF && len < (1u << 20)) {
+        if (len + 2 > cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            char *p = realloc(text, ncap);
+            if (p == NULL) {
+                free(text);
+                fclose(f);
+                cli_error(c, "out of memory");
+                return NULL;
+            }
+            text = p;
+            cap = ncap;
+        }
+        text[len++] = ch == '\n' || ch == '\r' ? ',' : (char)ch;
+    }
+    fclose(f);
+    if (text == NULL)
+        return strdup("");
+    text[len] = '\0';
+    return text;
+}
+
+/* show hostnames: one name a line; show hostlist[sorted]: the compressed form. */
+static int show_hosts(struct cli *c, const char *entity, const char *arg)
+{
+    char *text = hosts_text(c, arg);
+    if (text == NULL)
+        return 0; /* Slurm's scontrol says "host list is empty" and exits 0 */
+    char **names = NULL;
+    size_t n = 0;
+    char err[256];
+    int rc = hostlist_expand(text, &names, &n, err, sizeof(err));
+    free(text);
+    if (rc != 0) {
+        cli_error(c, "%s", err);
+        return 1;
+    }
+    if (strcasecmp(entity, "hostnames") == 0) {
+        for (size_t i = 0; i < n; i++)
+            printf("%s\n", names[i]);
+    } else {
+        char *s = strcasecmp(entity, "hostlistsorted") == 0 ? hostlist_compress(names, n)
+                                                            : hostlist_compress_ordered(names, n);
+        if (s == NULL) {
+            strv_free(names, n);
+            cli_error(c, "out of memory");
+            return 1;
+        }
+        printf("%s\n", s);
+        free(s);
+    }
+    strv_free(names, n);
+    return 0;
+}
+
 int scontrol_show(struct cli *c, int argc, char **argv)
 {
     if (argc < 1) {
@@ -239,7 +317,13 @@ int scontrol_show(struct cli *c, int argc, char **argv)
         return show_nodes(c, arg);
     if (entity_is(entity, "partitions", "partitionname"))
         return show_partitions(c, arg);
-    cli_error(c, "invalid entity \"%s\" for show (job, node or partition)", entity);
+    if (strcasecmp(entity, "hostnames") == 0 || strcasecmp(entity, "hostlist") == 0 ||
+        strcasecmp(entity, "hostlistsorted") == 0)
+        return show_hosts(c, entity, arg);
+    cli_error(c,
+              "invalid entity \"%s\" for show (job, node, partition, hostnames, hostlist "
+              "or hostlistsorted)",
+              entity);
     return 1;
 }
 

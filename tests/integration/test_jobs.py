@@ -875,6 +875,30 @@ def test_sbatch_reads_sbatch_variables_over_the_script_under_the_command_line(cl
     assert p.returncode == 255 and "SBATCH_TIMELIMIT: " in p.stderr, p
 
 
+def test_scontrol_show_hostnames_and_hostlist_as_slurms(tmp_path):
+    """scontrol show hostnames / hostlist / hostlistsorted, with no controller needed:
+    Slurm 22.05's outputs for the same lists (slurm-client of Debian 12)."""
+    env = dict(os.environ, SPUR_CONTROLLER="127.0.0.1:1")
+    env.pop("SPUR_CONFIG", None)
+    env.pop("SLURM_JOB_NODELIST", None)
+
+    def sc(*args, **extra):
+        return subprocess.run([str(spurtest.BUILD / "client" / "scontrol"), "show"] + list(args),
+                              capture_output=True, text=True, env=dict(env, **extra), timeout=10)
+    p = sc("hostnames", "n[1-3],m[01-02]")
+    assert (p.returncode, p.stdout) == (0, "n1\nn2\nn3\nm01\nm02\n"), p
+    assert sc("hostlist", "n1,n2,n3,m01,m02").stdout == "n[1-3],m[01-02]\n"
+    assert sc("hostlistsorted", "n1,n2,n3,m01,m02").stdout == "m[01-02],n[1-3]\n"
+    assert sc("hostnames", SLURM_JOB_NODELIST="x[1-2]").stdout == "x1\nx2\n"
+    f = tmp_path / "hosts"
+    f.write_text("a1\na2\nb7\n")
+    assert sc("hostlist", str(f)).stdout == "a[1-2],b7\n"
+    p = sc("hostnames")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "scontrol: error: host list is empty\n")
+    p = sc("hostnames", "n[1-")
+    assert p.returncode == 1 and "n[1-" in p.stderr, p
+
+
 # What Slurm 22.05's commands print for an option they refuse, and their exit status
 # (getopt's words, then a "Try" line; sbatch exits 255, sacct prints no "Try" line), as
 # read off slurm-client of Debian 12 on this kind of machine.

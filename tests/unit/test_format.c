@@ -373,6 +373,25 @@ static void assert_expand(const char *expr, const char *joined)
     strv_free(v, n);
 }
 
+/* scontrol show hostlist: Slurm's unsorted form, runs of one prefix in the order given. */
+START_TEST(test_hostlist_compress_ordered)
+{
+    char *v[] = {"n1", "n2", "n3", "m01", "m02", "n5", "login"};
+    char *s = hostlist_compress_ordered(v, 5);
+    ck_assert_str_eq(s, "n[1-3],m[01-02]");
+    free(s);
+    s = hostlist_compress_ordered(v, 7);
+    ck_assert_str_eq(s, "n[1-3],m[01-02],n5,login");
+    free(s);
+    s = hostlist_compress(v, 7); /* sorted: hostlistsorted */
+    ck_assert_str_eq(s, "login,m[01-02],n[1-3,5]");
+    free(s);
+    s = hostlist_compress_ordered(v, 0);
+    ck_assert_str_eq(s, "");
+    free(s);
+}
+END_TEST
+
 START_TEST(test_hostlist_expand)
 {
     assert_expand("n[1-3]", "n1 n2 n3");
@@ -1256,8 +1275,9 @@ static Suite *format_suite(void)
     check_case(s, "values",
                (const TTest *[]){test_job_states, test_node_states, test_durations,
                                  test_timestamps_and_memory, test_expand_path,
-                                 test_hostlist_compress, test_hostlist_expand,
-                                 test_hostlist_round_trip, test_job_ids, test_spec_parse, NULL});
+                                 test_hostlist_compress, test_hostlist_compress_ordered,
+                                 test_hostlist_expand, test_hostlist_round_trip, test_job_ids,
+                                 test_spec_parse, NULL});
 
     check_case(s, "tables",
                (const TTest *[]){test_squeue_default, test_squeue_all_fields, test_squeue_widths,
