@@ -173,8 +173,11 @@ static int choose_snapshot(struct storage *st, const struct snapfile_entry *v, s
                                "%s; there is no older snapshot to fall back on. " SNAPSHOT_ADVICE,
                                first_err.msg, st->dir);
         older = &v[n - 2];
+        /* Without segments there is no entry array: rp->v is NULL, and NULL + 0 is
+         * undefined, so the empty log is passed as NULL. */
         storage_recover_fallback(older->index, older->term, newest->index, newest->term,
-                                 rp->v + rp->start, rp->n - rp->start, &f);
+                                 rp->n > rp->start ? rp->v + rp->start : NULL, rp->n - rp->start,
+                                 &f);
         if (!f.ok) {
             describe_fallback(&f, older->index, older->term, newest->index, newest->term, why,
                               sizeof(why));
@@ -226,7 +229,7 @@ static int settle_log(struct storage *st, const struct wal_recovery *wr,
 {
     const struct wal_replay *rp = &wr->replay;
     size_t live = rp->n - rp->start;
-    const struct wal_entry *L = rp->v + rp->start;
+    const struct wal_entry *L = live > 0 ? rp->v + rp->start : NULL; /* rp->v may be NULL */
     uint64_t S = rec->has_snapshot ? rec->snapshot.index : 0;
     uint64_t T = rec->has_snapshot ? rec->snapshot.term : 0;
     char first_seg[WAL_NAME_MAX] = "";

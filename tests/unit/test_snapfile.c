@@ -709,6 +709,55 @@ START_TEST(test_storage_falls_back_with_both_batches)
 }
 END_TEST
 
+/*
+ * A state directory with snapshots and no log segment (found by fuzz_snapfile). Without
+ * segments recovery has no entry array (NULL), and it used to compute NULL + 0 for the
+ * empty log, which is undefined (clang's UBSan stops there). A valid snapshot alone is
+ * recovered with an empty log after it; a damaged newest one beside an older one is refused,
+ * since an empty log covers nothing.
+ */
+START_TEST(test_storage_snapshot_without_log)
+{
+    struct storage_recovered rec;
+    struct storage *st;
+    struct diskio_err err;
+    char data[5];
+
+    save(7, 2, "cfg", 3, "seven", 5);
+    st = open_ok(&rec);
+    ck_assert(rec.has_snapshot);
+    ck_assert_uint_eq(rec.snapshot.index, 7);
+    ck_assert_uint_eq(rec.n_entries, 0);
+    ck_assert_uint_eq(rec.last_index, 7);
+    ck_assert_uint_eq(rec.last_term, 2);
+    ck_assert_int_eq(storage_snapshot_read(st, &rec.snapshot, data, 5, &err), DISKIO_OK);
+    ck_assert_mem_eq(data, "seven", 5);
+    storage_recovered_free(&rec);
+    storage_close(st);
+}
+END_TEST
+
+START_TEST(test_storage_refuses_damaged_newest_without_log)
+{
+    struct storage_options o = opts();
+    struct storage_recovered rec;
+    struct storage *st = NULL;
+    struct diskio_err err;
+    char name[SNAPFILE_NAME_MAX];
+
+    save(1, 1, NULL, 0, "one", 3);
+    save(5, 1, NULL, 0, "five", 4);
+    snapfile_name(name, 5, 1);
+    flip_byte(name, 66);
+    ck_assert_int_eq(storage_open(tdir, &o, &st, &rec, &err), DISKIO_ECORRUPT);
+    ck_assert_ptr_null(st);
+    ck_assert_ptr_nonnull(strstr(err.msg, name));
+    ck_assert_ptr_nonnull(strstr(err.msg, "lacks 2..5 (it holds no entries)"));
+    ck_assert_uint_eq(count_files(".snap"), 2);
+    ck_assert_uint_eq(count_files(".corrupt"), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("snapfile");
@@ -724,7 +773,9 @@ int main(void)
                                       test_storage_refuses_damaged_only_snapshot,
                                       test_storage_refuses_when_log_does_not_cover,
                                       test_storage_refuses_after_torn_tail_with_exact_message,
-                                      test_storage_falls_back_with_both_batches, NULL});
+                                      test_storage_falls_back_with_both_batches,
+                                      test_storage_snapshot_without_log,
+                                      test_storage_refuses_damaged_newest_without_log, NULL});
     tcase_add_checked_fixture(tc, setup, teardown);
     check_case(s, "fallback rule",
                (const TTest *[]){test_fallback_rule_ranges, test_fallback_rule_terms, NULL});
