@@ -203,10 +203,13 @@ static void sbuf_add(struct sbuf *b, const char *p, size_t len)
     b->s[b->n] = '\0';
 }
 
+/* v in decimal, zero-padded to width (up to 639 from a pattern: wider than any buffer). */
 static void sbuf_num(struct sbuf *b, uint64_t v, unsigned width)
 {
-    char num[48];
-    int len = snprintf(num, sizeof(num), "%0*" PRIu64, (int)width, v);
+    char num[24];
+    int len = snprintf(num, sizeof(num), "%" PRIu64, v);
+    for (unsigned i = (unsigned)len; i < width; i++)
+        sbuf_add(b, "0", 1);
     sbuf_add(b, num, (size_t)len);
 }
 

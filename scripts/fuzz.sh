@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh - build the libFuzzer targets and run each one for a while.
 #
-#   scripts/fuzz.sh [frame|status|cfg|http|wal|chan|token ...]     (default: all of them)
+#   scripts/fuzz.sh [NAME ...]     (default: all of them)
+#
+# NAME: frame status cfg http wal chan token (frames, status frames, the config, HTTP, the
+# WAL, sealed channels, tokens); raftwire snapfile (Raft peer messages and handshakes,
+# snapshot files and recovery); fsmsnap fsmcmd (the state machine's snapshot reader and
+# log entries); agentmsg (the agent's messages and spool).
 #
 # FUZZ_SECONDS (default 20) is each fuzzer's -max_total_time. The build lives in
 # build-fuzz (clang, ASan+UBSan, -Dfuzz=true), set up on first use. Each fuzzer starts from
@@ -14,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build-fuzz"
 seconds=${FUZZ_SECONDS:-20}
-all=(frame status cfg http wal chan token)
+all=(frame status cfg http wal chan token raftwire snapfile fsmsnap fsmcmd agentmsg)
 if [ "$#" -gt 0 ]; then
     names=("$@")
 else
@@ -64,11 +69,11 @@ for n in "${names[@]}"; do
     took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
     inputs=$(find "$dir/corpus" -type f | wc -l)
     if [ "$rc" -eq 0 ]; then
-        printf 'fuzz_%-7s ok     %10s execs in %3s s, corpus %s -> %s inputs\n' \
+        printf 'fuzz_%-8s ok     %10s execs in %3s s, corpus %s -> %s inputs\n' \
             "$n" "${execs:-?}" "${took:-?}" "$seeds" "$inputs"
     else
         failed=1
-        printf 'fuzz_%-7s FAILED %10s execs (exit %s): see %s, artifacts in %s\n' \
+        printf 'fuzz_%-8s FAILED %10s execs (exit %s): see %s, artifacts in %s\n' \
             "$n" "${execs:-?}" "$rc" "$log" "$dir/artifacts"
         grep -m 5 -E 'ERROR|runtime error|check failed|SUMMARY' "$log" | sed 's/^/    /' || true
     fi

@@ -654,7 +654,8 @@ static bool check_reason(struct fsm_cmd_result *r, const char *reason, const cha
 static int cmd_update_node(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
     const Spur__Api__UpdateNodeRequest *u = cmd->update_node;
-    const char *who = PB_STR(cmd->user);
+    /* Who set a reason is kept only as text the snapshot reader takes back. */
+    const char *who = fsm_text_ok(PB_STR(cmd->user), FSM_USER_MAX) ? PB_STR(cmd->user) : "";
     uint32_t who_uid = cmd->caller_uid;
     if (u == NULL) {
         fsm_cmd_fail(r, C_INVALID, "update without a node");

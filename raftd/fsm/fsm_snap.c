@@ -372,7 +372,10 @@ static int check_job_record(struct reader *rd, const Spur__Fsm__JobRecord *r)
         const char *name = PB_STR(r->node_list[i]);
         if (!fsm_name_ok(name, FSM_NAME_MAX))
             return bad(rd, "job %" PRIu64 " names node \"%.64s\"", id, name);
-        if (active && !r->node_done[i] && fsm_nodes_find(&rd->f->nodes, name) == NULL)
+        /* A placeholder (never registered) never runs anything, and finish() drops the
+         * ones no partition names: a part on one would point at no node. */
+        const struct fsm_node *node = fsm_nodes_find(&rd->f->nodes, name);
+        if (active && !r->node_done[i] && (node == NULL || !node->registered))
             return bad(rd, "running job %" PRIu64 " uses unknown node \"%s\"", id, name);
     }
     return FSM_OK;

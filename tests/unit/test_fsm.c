@@ -1972,6 +1972,131 @@ START_TEST(test_restore_failure_keeps_state)
 }
 END_TEST
 
+/* Append msg to b as the snapshot writer does: tag of field, length, packed bytes. */
+static size_t put_snap_record(uint8_t *b, size_t at, unsigned field, const ProtobufCMessage *msg)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    ck_assert_uint_lt(n, 128);
+    b[at++] = (uint8_t)(field << 3 | 2);
+    b[at++] = (uint8_t)n;
+    return at + protobuf_c_message_pack(msg, b + at);
+}
+
+/*
+ * A running job on a node that never registered (a placeholder, here one no partition
+ * names) was accepted, but finish() then dropped the node: the state had a running job
+ * on no node, and its own snapshot was refused (found by fuzz_fsmsnap). Refused now; the
+ * same snapshot with the node registered restores, and so does its snapshot.
+ */
+START_TEST(test_restore_job_on_placeholder)
+{
+    char *n1[] = {"n1"};
+    protobuf_c_boolean done[] = {false};
+    Spur__Api__Partition part = SPUR__API__PARTITION__INIT;
+    part.name = "batch";
+    part.nodes_expr = "ALL";
+    part.is_default = true;
+    part.up = true;
+    Spur__Api__Partition *parts[] = {&part};
+    Spur__Fsm__SnapshotHeader h = SPUR__FSM__SNAPSHOT_HEADER__INIT;
+    h.format_version = FSM_SNAPSHOT_VERSION;
+    h.last_applied = 10;
+    h.next_job_id = 2;
+    h.max_script_bytes = 100;
+    h.n_partitions = 1;
+    h.partitions = parts;
+    Spur__Fsm__NodeRecord node = SPUR__FSM__NODE_RECORD__INIT;
+    node.name = "n1";
+    node.cpus = 8;
+    node.mem_mb = 1000;
+    Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+    spec.partition = "batch";
+    spec.nodes = 1;
+    spec.ntasks = 1;
+    spec.cpus_per_task = 1;
+    Spur__Fsm__JobRecord job = SPUR__FSM__JOB_RECORD__INIT;
+    job.id = 1;
+    job.spec = &spec;
+    job.state = SPUR__API__JOB_STATE__JOB_RUNNING;
+    job.n_node_list = 1;
+    job.node_list = n1;
+    job.n_node_done = 1;
+    job.node_done = done;
+    job.attempt = 1;
+
+    char err[FSM_ERR_MAX];
+    struct fsm *f = fsm_new(NULL);
+    ck_assert_ptr_nonnull(f);
+    for (int registered = 0; registered < 2; registered++) {
+        node.registered = registered;
+        uint8_t b[512];
+        size_t len = put_snap_record(b, 0, 1, &h.base);
+        len = put_snap_record(b, len, 2, &node.base);
+        len = put_snap_record(b, len, 4, &job.base);
+        int rc = fsm_restore(f, b, len, err, sizeof(err));
+        if (!registered) {
+            ck_assert_int_eq(rc, FSM_EINVAL);
+            ck_assert_msg(strstr(err, "uses unknown node \"n1\"") != NULL, "%s", err);
+            continue;
+        }
+        ck_assert_msg(rc == FSM_OK, "%s", err);
+        uint8_t *again;
+        size_t again_len;
+        snapshot(f, &again, &again_len);
+        ck_assert_int_eq(fsm_restore(f, again, again_len, err, sizeof(err)), FSM_OK);
+        free(again);
+    }
+    fsm_free(f);
+}
+END_TEST
+
+/*
+ * A drain by a caller whose name holds a control character recorded that name as who set
+ * the reason, which the snapshot reader refuses: the state's own snapshot did not restore
+ * (found by fuzz_fsmcmd). The drain applies as before; the name is not kept.
+ */
+START_TEST(test_reason_user_not_text)
+{
+    struct t t;
+    t_init(&t);
+    const char *users[] = {"ro\vt", "alice"};
+    const char *nodes[] = {"n1", "n2"};
+    for (int i = 0; i < 2; i++) {
+        Spur__Api__UpdateNodeRequest u = SPUR__API__UPDATE_NODE_REQUEST__INIT;
+        u.name = (char *)nodes[i];
+        u.state = "drain";
+        u.reason = "disk";
+        Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;
+        c.user = (char *)users[i];
+        c.caller_uid = 1000;
+        c.caller_operator = true;
+        c.op_case = SPUR__FSM__COMMAND__OP_UPDATE_NODE;
+        c.update_node = &u;
+        expect(&t, &c, C_OK, NULL);
+    }
+    uint8_t *snap;
+    size_t len;
+    snapshot(t.f, &snap, &len);
+    char err[FSM_ERR_MAX];
+    struct fsm *g = fsm_new(NULL);
+    ck_assert_ptr_nonnull(g);
+    ck_assert_msg(fsm_restore(g, snap, len, err, sizeof(err)) == FSM_OK, "%s", err);
+    struct fsm_read rd;
+    ck_assert_int_eq(fsm_get_nodes(g, NULL, &rd), FSM_OK);
+    for (size_t i = 0; i < rd.resp.nodes->n_nodes; i++) {
+        const Spur__Api__Node *n = rd.resp.nodes->nodes[i];
+        if (strcmp(n->name, "n1") == 0 || strcmp(n->name, "n2") == 0) {
+            ck_assert_str_eq(n->reason, "disk");
+            ck_assert_str_eq(n->reason_user, strcmp(n->name, "n1") == 0 ? "" : "alice");
+        }
+    }
+    fsm_read_free(&rd);
+    fsm_free(g);
+    free(snap);
+    t_free(&t);
+}
+END_TEST
+
 /* ---- determinism --------------------------------------------------------------------------- */
 
 struct log {
@@ -2648,9 +2773,10 @@ static Suite *fsm_suite(void)
     check_case(s, "sessions", (const TTest *[]){test_session_dedup, test_session_expiry, NULL});
     check_case(s, "internals",
                (const TTest *[]){test_map_churn, test_jobs_sort_ids, test_job_filter_match, NULL});
-    TCase *tc =
-        check_case(s, "robustness",
-                   (const TTest *[]){test_garbage_entries, test_restore_failure_keeps_state, NULL});
+    TCase *tc = check_case(s, "robustness",
+                           (const TTest *[]){test_garbage_entries, test_restore_failure_keeps_state,
+                                             test_restore_job_on_placeholder,
+                                             test_reason_user_not_text, NULL});
     tcase_set_timeout(tc, 120);
     tc = check_case(s, "snapshot",
                     (const TTest *[]){test_snapshot_roundtrip, test_replies_deterministic,

@@ -190,12 +190,36 @@ START_TEST(test_patterns)
 }
 END_TEST
 
+/*
+ * A width past the 47 digits the formatting buffer held was copied from beyond it (found
+ * by fuzz_agentmsg): every width pads, up to the 639 the pattern reader takes.
+ */
+START_TEST(test_pattern_wide_padding)
+{
+    char want[700];
+    memset(want, '0', 58);
+    strcpy(want + 58, "42.out");
+    expect_pattern("%60j.out", want);
+    memset(want, '0', 638);
+    strcpy(want + 638, "1");
+    expect_pattern("%639n", want);
+    expect_pattern("%6399n", want); /* digits past the reader's limit are skipped */
+    memset(want, '0', 54);
+    strcpy(want + 54, "4294967294");
+    expect_pattern("%64a", want);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("jobenv");
-    const TTest *const tests[] = {test_slurm_variables,    test_optional_variables,
-                                  test_export_environment, test_nodelist_compressed,
-                                  test_patterns,           NULL};
+    const TTest *const tests[] = {test_slurm_variables,
+                                  test_optional_variables,
+                                  test_export_environment,
+                                  test_nodelist_compressed,
+                                  test_patterns,
+                                  test_pattern_wide_padding,
+                                  NULL};
     TCase *tc = check_case(s, "jobenv", tests);
     tcase_add_checked_fixture(tc, setup, NULL);
     return check_run(s);
