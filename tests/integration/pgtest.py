@@ -85,7 +85,7 @@ class PostgresError(RuntimeError):
 class Postgres:
     """One private PostgreSQL server. start=False: initdb only (start it with start())."""
 
-    def __init__(self, tmp=None, start=True, port=None):
+    def __init__(self, tmp=None, start=True, port=None, base_dir="/tmp"):
         why = skip_reason()
         if why:
             raise PostgresError(why)
@@ -93,7 +93,7 @@ class Postgres:
         self.user = _os_user()
         # A directory of its own under /tmp (a pytest tmp_path is root's, 0700: the
         # server's user could not reach it), with a short path for the socket.
-        self.dir = Path(tempfile.mkdtemp(prefix="spur-pg-", dir="/tmp"))
+        self.dir = Path(tempfile.mkdtemp(prefix="spur-pg-", dir=base_dir))
         os.chmod(self.dir, 0o755)
         self.data = self.dir / "data"
         self.sockdir = self.dir
