@@ -33,6 +33,9 @@ static const char help_text[] =
     "  -D, --chdir=DIR          -H, --hold               --export=ALL|NONE|NAME[=VAL],...\n"
     "  --wrap=COMMAND           --parsable               -Q, --quiet\n"
     "  --requeue                --no-requeue             -A, --account=NAME\n"
+    "  -d, --dependency=TYPE:JOBID[:JOBID...][,TYPE:JOBID...] (or ? between: any of),\n"
+    "      TYPE after, afterany, afterok, afternotok; or singleton\n"
+    "  --kill-on-invalid-dep=yes|no\n"
     "  -V, --version            -h, --help               --usage\n"
     "Options may also be given in the script on \"#SBATCH\" lines before its first "
     "command;\nthose on the command line win.\n";
@@ -40,7 +43,8 @@ static const char help_text[] =
 static const char synopsis[] =
     "Usage: sbatch [-J NAME] [-p PARTITION] [-N N] [-n N] [-c N] [--mem SIZE] [-t TIME]\n"
     "              [-o OUT] [-e ERR] [-D DIR] [-H] [--export LIST] [--parsable] [-Q]\n"
-    "              [--requeue | --no-requeue] [-A ACCOUNT]\n"
+    "              [--requeue | --no-requeue] [-A ACCOUNT] [-d DEPENDENCY]\n"
+    "              [--kill-on-invalid-dep yes|no]\n"
     "              [--wrap CMD | SCRIPT]\n";
 
 /*

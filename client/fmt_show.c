@@ -35,8 +35,8 @@ void fmt_show_job(FILE *out, const fmt_job *j, const struct fmt_ctx *ctx)
         fprintf(out, "   UserId=%s(%u) GroupId=%u(%u)\n", str(sp->user), sp->uid, sp->gid, sp->gid);
     fprintf(out, "   Account=%s QOS=(null)\n",
             sp->account && sp->account[0] ? sp->account : "(null)");
-    fprintf(out, "   JobState=%s Reason=%s Dependency=(null)\n", names_job_state_name(j->state),
-            fmt_job_reason(j));
+    fprintf(out, "   JobState=%s Reason=%s Dependency=%s\n", names_job_state_name(j->state),
+            fmt_job_reason(j), j->dependency && j->dependency[0] ? j->dependency : "(null)");
     /*
      * ExitCode=status:signal as Slurm prints it; an older record without exit_signal
      * that holds a negative exit_code is taken as "killed by that signal".

@@ -191,6 +191,8 @@ static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
         return strdup(j->n_node_list > 0 ? str(j->node_list[0]) : "n/a");
     case 'a':
         return strdup(sp->account && sp->account[0] ? sp->account : "(null)");
+    case 'E': /* what it still waits on, as the controller words it */
+        return strdup(j->dependency && j->dependency[0] ? j->dependency : "(null)");
     case 'F':
         snprintf(b, sizeof(b), "%" PRIu64, j->id); /* a job of no array is its own */
         break;
@@ -217,7 +219,6 @@ static char *job_cell(const fmt_job *j, char type, const struct fmt_ctx *ctx)
     case 'p':
     case 'Q':
         return strdup("N/A"); /* no arrays, priorities or core specialisation yet */
-    case 'E':
     case 'f':
     case 'k':
     case 'o':

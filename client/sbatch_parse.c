@@ -56,6 +56,8 @@ static const struct opt opts[] = {
     {"requeue", 0, false, false, SBATCH_REQUEUE},
     {"no-requeue", 0, false, false, SBATCH_REQUEUE},
     {"account", 'A', true, false, SBATCH_ACCOUNT},
+    {"dependency", 'd', true, false, SBATCH_DEPENDENCY},
+    {"kill-on-invalid-dep", 0, true, false, SBATCH_KILL_INVALID_DEP},
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -69,6 +71,7 @@ void sbatch_parse_opts_free(struct sbatch_parse_opts *o)
     free(o->wrap);
     free(o->export_spec);
     free(o->account);
+    free(o->dependency);
     memset(o, 0, sizeof(*o));
 }
 
@@ -82,6 +85,7 @@ void sbatch_parse_job_free(struct sbatch_parse_job *j)
     free(j->script);
     free(j->user);
     free(j->account);
+    free(j->dependency);
     strv_free(j->env, j->nenv);
     memset(j, 0, sizeof(*j));
 }
@@ -318,6 +322,18 @@ static int apply(struct sbatch_parse_opts *o, const struct opt *op, const char *
         break;
     case SBATCH_ACCOUNT:
         rc = set_str(&o->account, value, op->name, err, errlen);
+        break;
+    case SBATCH_DEPENDENCY:
+        rc = set_str(&o->dependency, value, op->name, err, errlen);
+        break;
+    case SBATCH_KILL_INVALID_DEP:
+        if (strcasecmp(value, "yes") == 0) {
+            o->kill_invalid = true;
+        } else if (strcasecmp(value, "no") == 0) {
+            o->kill_invalid = false;
+        } else {
+            rc = errmsg_set(err, errlen, "Invalid --kill-on-invalid-dep specification");
+        }
         break;
     default: /* --help, --usage and --version: the bit is all they set */
         break;
@@ -641,6 +657,10 @@ int sbatch_parse_merge(struct sbatch_parse_opts *dst, const struct sbatch_parse_
         return -1;
     if ((s & SBATCH_ACCOUNT) && strv_replace(&dst->account, src->account) != 0)
         return -1;
+    if ((s & SBATCH_DEPENDENCY) && strv_replace(&dst->dependency, src->dependency) != 0)
+        return -1;
+    if (s & SBATCH_KILL_INVALID_DEP)
+        dst->kill_invalid = src->kill_invalid;
     if (s & SBATCH_NODES)
         dst->nodes = src->nodes;
     if (s & SBATCH_NTASKS)
@@ -948,9 +968,11 @@ int sbatch_parse_build(const struct sbatch_parse_opts *cli, const char *script, 
         job->workdir = path_join(cwd, o.chdir);
     job->user = strdup(ctx->user ? ctx->user : "");
     job->account = strdup(o.set & SBATCH_ACCOUNT ? o.account : "");
+    job->dependency = strdup(o.set & SBATCH_DEPENDENCY ? o.dependency : "");
+    job->kill_invalid = o.kill_invalid;
     job->script = malloc(len + 1);
     if (!job->name || !job->partition || !job->stdout_path || !job->stderr_path || !job->workdir ||
-        !job->user || !job->account || !job->script)
+        !job->user || !job->account || !job->dependency || !job->script)
         goto oom;
     memcpy(job->script, script, len);
     job->script[len] = '\0';
@@ -997,6 +1019,8 @@ void sbatch_parse_job_to_spec(const struct sbatch_parse_job *job, Spur__Api__Job
     spec->hold = job->hold;
     spec->requeue = job->requeue;
     spec->account = job->account;
+    spec->dependency = job->dependency;
+    spec->kill_on_invalid_dep = job->kill_invalid;
     spec->script.data = (uint8_t *)job->script;
     spec->script.len = job->script_len;
     spec->n_env = job->nenv;

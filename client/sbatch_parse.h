@@ -27,6 +27,8 @@
  *   - --requeue / --no-requeue say whether a node failure puts the job back in the queue
  *     (default no, as Slurm's JobRequeue=0); whichever comes last in one place wins.
  *     -A/--account names the account the job is charged to (recorded as given).
+ *   - -d/--dependency is passed as written: the controller parses and judges it (one
+ *     parser, docs/state-machine.md); --kill-on-invalid-dep takes yes or no.
  *   - --wrap=CMD makes the script "#!/bin/sh\nCMD\n" and cannot be combined with a
  *     script file.
  *
@@ -65,6 +67,8 @@ enum {
     SBATCH_VERSION = 1u << 17,
     SBATCH_REQUEUE = 1u << 18, /* --requeue and --no-requeue: one field, the last wins */
     SBATCH_ACCOUNT = 1u << 19,
+    SBATCH_DEPENDENCY = 1u << 20,
+    SBATCH_KILL_INVALID_DEP = 1u << 21,
 };
 
 /* Options as given in one place (command line or script). */
@@ -85,8 +89,10 @@ struct sbatch_parse_opts {
     char *export_spec;
     bool parsable;
     bool quiet;
-    bool requeue;  /* --requeue (true) / --no-requeue (false) */
-    char *account; /* -A */
+    bool requeue;      /* --requeue (true) / --no-requeue (false) */
+    char *account;     /* -A */
+    char *dependency;  /* -d, as given (the controller parses it) */
+    bool kill_invalid; /* --kill-on-invalid-dep=yes */
 };
 
 /* What the I/O shell knows about the submitting process. */
@@ -119,8 +125,10 @@ struct sbatch_parse_job {
     uint32_t uid, gid;
     bool parsable;
     bool quiet;
-    bool requeue;  /* default false: a node failure ends the job NODE_FAIL */
-    char *account; /* "" when not given */
+    bool requeue;      /* default false: a node failure ends the job NODE_FAIL */
+    char *account;     /* "" when not given */
+    char *dependency;  /* "" when not given */
+    bool kill_invalid; /* default no: a dependency that fails leaves the job pending */
 };
 
 void sbatch_parse_opts_free(struct sbatch_parse_opts *o);

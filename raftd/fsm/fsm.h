@@ -74,10 +74,15 @@
  *   3: accounting: SetSettings.accounting turns the outbox on (job events append
  *      AcctRecords), and AcctTrim removes what the exporter wrote. A log of versions 1-2
  *      never turns accounting on, so it replays as it applied.
+ *   4: dependencies: JobSpec.dependency and kill_on_invalid_dep are applied (fsm_deps.h).
+ *      Earlier entries submit without them, as they applied.
  */
-#define FSM_COMMAND_VERSION 3
-/* SnapshotHeader.format_version this build writes; it reads 1 (no outbox) and 2. */
-#define FSM_SNAPSHOT_VERSION 2
+#define FSM_COMMAND_VERSION 4
+/*
+ * SnapshotHeader.format_version this build writes; it reads 1 (no outbox), 2 and 3
+ * (job records with dependencies).
+ */
+#define FSM_SNAPSHOT_VERSION 3
 /* Longest error line in a reply or from an encoder, NUL included. */
 #define FSM_ERR_MAX 256
 /* Longest node name (fsm_nodes.h FSM_NAME_MAX). */

@@ -25,6 +25,8 @@
 
 /* The first command version whose caller is checked against a job's owner. */
 #define OWNERSHIP_VERSION 2u
+/* The first command version whose submits carry dependencies. */
+#define DEPS_VERSION 4u
 
 #define JS_PENDING       SPUR__API__JOB_STATE__JOB_PENDING
 #define JS_RUNNING       SPUR__API__JOB_STATE__JOB_RUNNING
@@ -365,6 +367,36 @@ static bool check_spec_strings(struct fsm_cmd_result *r, const Spur__Api__JobSpe
     return true;
 }
 
+/*
+ * The dependency of a submit, parsed and judged against the jobs it names as they are
+ * now, into *out. A job that is not held (purged, or never submitted) meets its entry,
+ * as Slurm 22.05 lifts such a dependency; bad syntax is refused with Slurm's words, "Job
+ * dependency problem". r->code stays C_OK unless refused. FSM_OK or FSM_ENOMEM.
+ */
+static int submit_deps(struct fsm *f, const Spur__Api__JobSpec *s, struct fsm_job_deps **out,
+                       struct fsm_cmd_result *r)
+{
+    char why[160];
+    struct fsm_job_deps *d = NULL;
+    int prc = fsm_deps_parse(PB_STR(s->dependency), &d, why, sizeof(why));
+    if (prc == -2)
+        return FSM_ENOMEM;
+    if (prc != 0) {
+        fsm_cmd_fail(r, C_INVALID, "Job dependency problem: %s", why);
+        return FSM_OK;
+    }
+    if (d == NULL) { /* --kill-on-invalid-dep without a dependency: nothing to keep */
+        *out = NULL;
+        return FSM_OK;
+    }
+    for (uint32_t i = 0; i < d->n; i++)
+        d->d[i].state = fsm_dep_judge(&d->d[i], fsm_jobs_find(&f->jobs, d->d[i].job_id));
+    d->kill_invalid = s->kill_on_invalid_dep;
+    fsm_deps_combine(d);
+    *out = d;
+    return FSM_OK;
+}
+
 static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
     const Spur__Api__JobSpec *s = cmd->submit_job;
@@ -474,9 +506,19 @@ static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_c
         return FSM_OK;
     }
 
+    struct fsm_job_deps *deps = NULL;
+    if (cmd->version >= DEPS_VERSION &&
+        (PB_STR(s->dependency)[0] != '\0' || s->kill_on_invalid_dep)) {
+        int drc = submit_deps(f, s, &deps, r);
+        if (drc != FSM_OK || r->code != C_OK)
+            return drc;
+    }
     struct fsm_job *job = fsm_job_new(s, user, p->name);
-    if (job == NULL)
+    if (job == NULL) {
+        free(deps);
         return FSM_ENOMEM;
+    }
+    job->deps = deps;
     job->id = f->next_job_id;
     job->nodes = nodes;
     job->ntasks = ntasks;
@@ -496,6 +538,16 @@ static int cmd_submit(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_c
         fsm_ev_schedule(&f->ev);
     if (acct_record(f, job, FSM_ACCT_SUBMIT) != FSM_OK)
         return FSM_ENOMEM;
+    if (deps != NULL) {
+        /* Listed under each job it still waits on; one that cannot be met may end now. */
+        for (uint32_t i = 0; i < deps->n && deps->state == FSM_DEP_WAIT; i++)
+            if (deps->d[i].state == FSM_DEP_WAIT &&
+                fsm_dep_index_add(&f->jobs.deps, deps->d[i].job_id, job->id) != 0)
+                return FSM_ENOMEM;
+        if (deps->state == FSM_DEP_FAILED && deps->kill_invalid &&
+            finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_DEPENDENCY) != FSM_OK)
+            return FSM_ENOMEM;
+    }
     r->code = C_OK;
     r->kind = FSM_RES_SUBMIT;
     r->job_id = job->id;
@@ -977,6 +1029,16 @@ static int cmd_job_started(struct fsm *f, const Spur__Fsm__JobStarted *js, struc
     return FSM_OK;
 }
 
+/* The job's dependency lets it start now (met, and no singleton of its name runs). */
+static bool deps_allow(const struct fsm *f, const struct fsm_job *job)
+{
+    if (job->deps == NULL)
+        return true;
+    if (job->deps->state != FSM_DEP_MET)
+        return false;
+    return !job->deps->singleton || !fsm_state_singleton_busy(f, job);
+}
+
 /* A scheduler pass: each allocation that still fits places its job (CONFIGURING). */
 static int cmd_jobs_allocated(struct fsm *f, const Spur__Fsm__JobsAllocated *ja,
                               struct fsm_cmd_result *r)
@@ -987,7 +1049,7 @@ static int cmd_jobs_allocated(struct fsm *f, const Spur__Fsm__JobsAllocated *ja,
         struct fsm_cmd_result why;
         fsm_cmd_result_init(&why);
         struct fsm_job *job = a != NULL ? fsm_jobs_find(&f->jobs, a->job_id) : NULL;
-        if (job == NULL || job->eligible_ms > f->now_ms ||
+        if (job == NULL || job->eligible_ms > f->now_ms || !deps_allow(f, job) ||
             !check_placement(f, job, a->nodes, a->n_nodes, &why)) {
             /* Stale (the state moved since the pass): the next pass looks again. */
             f->ctr.alloc_skipped++;
@@ -1213,7 +1275,80 @@ static int cmd_nodes_not_responding(struct fsm *f, const Spur__Fsm__NodesNotResp
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
+/* ---- dependencies ------------------------------------------------------------------------- */
+
+/*
+ * Judge again the entries of a job that waits on others. Met: it becomes eligible now (its
+ * EligibleTime, as in Slurm) unless held. Failed: it stays pending as
+ * DependencyNeverSatisfied, or with --kill-on-invalid-dep=yes ends CANCELLED.
+ */
+static int judge_waiting(struct fsm *f, struct fsm_job *job)
+{
+    if (job == NULL || job->state != JS_PENDING || job->deps == NULL ||
+        job->deps->state != FSM_DEP_WAIT)
+        return FSM_OK;
+    struct fsm_job_deps *d = job->deps;
+    for (uint32_t i = 0; i < d->n; i++)
+        d->d[i].state = fsm_dep_judge(&d->d[i], fsm_jobs_find(&f->jobs, d->d[i].job_id));
+    switch (fsm_deps_combine(d)) {
+    case FSM_DEP_MET:
+        if (!job->held) {
+            if (job->eligible_ms < f->now_ms)
+                job->eligible_ms = f->now_ms;
+            fsm_ev_schedule(&f->ev);
+        }
+        return FSM_OK;
+    case FSM_DEP_FAILED:
+        if (d->kill_invalid)
+            return finish_job(f, job, SPUR__API__JOB_STATE__JOB_CANCELLED, FSM_END_DEPENDENCY);
+        return FSM_OK;
+    default:
+        return FSM_OK;
+    }
+}
+
+/*
+ * The jobs that started or ended in this entry and that others wait on (queued by
+ * fsm_jobs_set_state): judge their waiters, in the order the log made them; a waiter
+ * that ends in turn is queued behind. A job that ended leaves the index.
+ */
+static int settle_deps(struct fsm *f)
+{
+    struct fsm_dep_index *x = &f->jobs.deps;
+    int rc = FSM_OK;
+    for (size_t i = 0; i < x->nfired && rc == FSM_OK; i++) {
+        uint64_t t = x->fired[i];
+        const struct fsm_job *tj = fsm_jobs_find(&f->jobs, t);
+        bool final = tj == NULL || fsm_job_state_final(tj->state);
+        struct fsm_dep_waiters *w = fsm_dep_index_get(x, t, final);
+        for (uint32_t k = 0; w != NULL && k < w->n && rc == FSM_OK; k++)
+            rc = judge_waiting(f, fsm_jobs_find(&f->jobs, w->ids[k]));
+        if (final)
+            free(w);
+    }
+    x->nfired = 0;
+    if (rc == FSM_OK && x->lost) {
+        /* A start or end went unqueued (no memory): judge every waiting job instead. */
+        x->lost = false;
+        for (size_t i = 0; i < f->jobs.norder && rc == FSM_OK; i++)
+            rc = judge_waiting(f, f->jobs.order[i]);
+        if (rc == FSM_OK && (x->nfired > 0 || x->lost))
+            return settle_deps(f);
+    }
+    return rc;
+}
+
+static int apply_op(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r);
+
 int fsm_cmd_apply(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
+{
+    int rc = apply_op(f, cmd, r);
+    if (rc == FSM_OK && (f->jobs.deps.nfired > 0 || f->jobs.deps.lost))
+        rc = settle_deps(f);
+    return rc;
+}
+
+static int apply_op(struct fsm *f, const Spur__Fsm__Command *cmd, struct fsm_cmd_result *r)
 {
     switch (cmd->op_case) {
     case SPUR__FSM__COMMAND__OP_SUBMIT_JOB:

@@ -13,7 +13,13 @@
 #define PB_STR(s) ((s) != NULL ? (s) : "")
 
 static const char *const end_reason_names[FSM_END_NREASONS] = {
-    "None", "NonZeroExitCode", "TimeLimit", "NodeFail", "OutOfMemory", "JobLaunchFailure",
+    "None",
+    "NonZeroExitCode",
+    "TimeLimit",
+    "NodeFail",
+    "OutOfMemory",
+    "JobLaunchFailure",
+    "DependencyNeverSatisfied",
 };
 
 const char *fsm_job_state_name(int state)
@@ -122,7 +128,7 @@ static size_t run_bytes(uint32_t n)
 
 size_t fsm_job_bytes(const struct fsm_job *job)
 {
-    size_t b = sizeof(*job) + blob_bytes(job);
+    size_t b = sizeof(*job) + blob_bytes(job) + fsm_deps_bytes(job->deps);
     if (job->run != NULL) {
         b += run_bytes(job->run->n);
         for (uint32_t i = 0; i < job->run->n; i++)
@@ -136,6 +142,7 @@ void fsm_job_free(struct fsm_job *job)
     if (job == NULL)
         return;
     free(job->run);
+    free(job->deps);
     free(job->blob);
     free(job);
 }
@@ -193,6 +200,7 @@ void fsm_jobs_init(struct fsm_jobs *j)
 {
     memset(j, 0, sizeof(*j));
     fsm_map_init(&j->by_id);
+    fsm_dep_index_init(&j->deps);
 }
 
 void fsm_jobs_free(struct fsm_jobs *j)
@@ -201,6 +209,7 @@ void fsm_jobs_free(struct fsm_jobs *j)
         fsm_job_free(j->order[i]);
     free(j->order);
     fsm_map_free(&j->by_id);
+    fsm_dep_index_free(&j->deps);
     fsm_jobs_init(j);
 }
 
@@ -268,6 +277,9 @@ void fsm_jobs_clear_run(struct fsm_jobs *j, struct fsm_job *job)
 void fsm_jobs_set_state(struct fsm_jobs *j, struct fsm_job *job, int state)
 {
     bool was_final = fsm_job_state_final(job->state);
+    if ((job->state == SPUR__API__JOB_STATE__JOB_PENDING && state != job->state) ||
+        (!was_final && fsm_job_state_final(state)))
+        fsm_dep_index_fire(&j->deps, job->id);
     if (job->state < FSM_JOB_NSTATES)
         j->by_state[job->state]--;
     job->state = (uint8_t)state;

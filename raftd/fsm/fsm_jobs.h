@@ -23,6 +23,7 @@
 #define SPUR_FSM_JOBS_H
 
 #include "fsm.h"
+#include "fsm_deps.h"
 #include "fsm_map.h"
 #include "spur.pb-c.h"
 
@@ -41,7 +42,8 @@ enum fsm_end_reason {
     FSM_END_NODE_FAIL = 3,     /* "NodeFail": a node went down or lost the job */
     FSM_END_OUT_OF_MEMORY = 4, /* "OutOfMemory" */
     FSM_END_LAUNCH_FAILED = 5, /* "JobLaunchFailure" */
-    FSM_END_NREASONS = 6,
+    FSM_END_DEPENDENCY = 6,    /* "DependencyNeverSatisfied": --kill-on-invalid-dep */
+    FSM_END_NREASONS = 7,
 };
 
 /*
@@ -93,9 +95,10 @@ struct fsm_job {
     char *account;
     char **env;
     uint8_t *script;
-    void *blob;               /* owned */
-    struct fsm_job_run *run;  /* owned; NULL until started */
-    struct fsm_job *fin_next; /* finished list */
+    void *blob;                /* owned */
+    struct fsm_job_run *run;   /* owned; NULL until started */
+    struct fsm_job_deps *deps; /* owned; NULL: no dependency */
+    struct fsm_job *fin_next;  /* finished list */
 };
 
 struct fsm_jobs {
@@ -107,7 +110,8 @@ struct fsm_jobs {
     struct fsm_job *fin_head; /* finished jobs, oldest end first */
     struct fsm_job *fin_tail;
     uint64_t by_state[FSM_JOB_NSTATES];
-    size_t bytes; /* bytes held by jobs (records, blobs, runs) */
+    size_t bytes;              /* bytes held by jobs (records, blobs, runs, dependencies) */
+    struct fsm_dep_index deps; /* which jobs wait on which (derived, fsm_deps.h) */
 };
 
 void fsm_jobs_init(struct fsm_jobs *j);
@@ -147,7 +151,10 @@ struct fsm_job *fsm_jobs_find(const struct fsm_jobs *j, uint64_t id);
 int fsm_jobs_set_run(struct fsm_jobs *j, struct fsm_job *job, char *const *nodes, uint32_t n);
 /* Drop a job's run (a requeue: its parts must have been released). Keeps fsm_jobs.bytes. */
 void fsm_jobs_clear_run(struct fsm_jobs *j, struct fsm_job *job);
-/* Change a job's state, keeping the counts; a final state puts it on the finished list. */
+/*
+ * Change a job's state, keeping the counts; a final state puts it on the finished list.
+ * A job that leaves PENDING or ends, and that other jobs wait on, is queued in j->deps.
+ */
 void fsm_jobs_set_state(struct fsm_jobs *j, struct fsm_job *job, int state);
 /* Remove and free the finished jobs whose end time is <= cutoff_ms. Returns how many. */
 size_t fsm_jobs_purge(struct fsm_jobs *j, uint64_t cutoff_ms);

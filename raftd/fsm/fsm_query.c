@@ -66,8 +66,10 @@ static int nomem(struct fsm_read *out)
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
-static void fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__Job *out,
-                     Spur__Api__JobSpec *spec, bool full, struct fsm_fit_cache *cache)
+/* FSM_OK, or FSM_ENOMEM (the arena could not hold the dependency text). */
+static int fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__Job *out,
+                    Spur__Api__JobSpec *spec, bool full, struct fsm_fit_cache *cache,
+                    struct fsm_arena *a)
 {
     spur__api__job__init(out);
     fsm_job_fill_spec(job, spec, full);
@@ -91,6 +93,18 @@ static void fill_job(const struct fsm *f, const struct fsm_job *job, Spur__Api__
         if (job->run->n > 0)
             out->batch_host = job->run->nodes[0];
     }
+    out->dependency = empty_str;
+    if (job->deps != NULL) {
+        size_t cap = (size_t)job->deps->n * 48 + 32; /* "afternotok:<20 digits>(unfulfilled)," */
+        char *text = fsm_arena_alloc(a, cap, 1);
+        if (text == NULL)
+            return FSM_ENOMEM;
+        bool waits = job->deps->singleton && job->state == SPUR__API__JOB_STATE__JOB_PENDING &&
+                     fsm_state_singleton_busy(f, job);
+        fsm_deps_format(job->deps, waits, text, cap);
+        out->dependency = text;
+    }
+    return FSM_OK;
 }
 
 /*
@@ -183,7 +197,8 @@ int fsm_query_jobs(const struct fsm *f, const Spur__Api__GetJobsRequest *req, st
     while (i < n && after > 0 && sel[i]->id <= after)
         i++;
     for (; i < n && k < limit; i++) {
-        fill_job(f, sel[i], &jobs[k], &specs[k], full, cache);
+        if (fill_job(f, sel[i], &jobs[k], &specs[k], full, cache, a) != FSM_OK)
+            return nomem(out);
         size_t sz = spur__api__job__get_packed_size(&jobs[k]) + 8; /* tag and length */
         if (k > 0 && used + sz > budget)
             break;
@@ -223,7 +238,8 @@ int fsm_query_job(const struct fsm *f, uint64_t job_id, struct fsm_read *out)
     if (jr == NULL || ptrs == NULL || j == NULL || spec == NULL)
         return nomem(out);
     spur__api__jobs_response__init(jr);
-    fill_job(f, job, j, spec, true, NULL);
+    if (fill_job(f, job, j, spec, true, NULL, a) != FSM_OK)
+        return nomem(out);
     ptrs[0] = j;
     jr->n_jobs = 1;
     jr->jobs = ptrs;

@@ -291,6 +291,10 @@ static int collect_jobs(struct pass *ps, struct sched_pend **out, size_t *n)
         }
         if (job->state != JS_PENDING || job->held || job->eligible_ms > ps->now)
             continue;
+        /* Waiting on other jobs, or on a singleton of its name (rare: one walk each). */
+        if (job->deps != NULL && (job->deps->state != FSM_DEP_MET ||
+                                  (job->deps->singleton && fsm_state_singleton_busy(ps->f, job))))
+            continue;
         if (ni + no >= npend)
             break; /* the counts say there are no more (cannot happen) */
         struct sched_pend pe = {job->eligible_ms, job->id, job};

@@ -140,6 +140,22 @@ static int write_job(const struct fsm_job *job, struct buf *b, struct flags *fl)
     r.restarts = job->restarts;
     r.exit_signal = job->exit_signal;
     r.oom = job->oom;
+    Spur__Fsm__JobDep dv[FSM_DEPS_MAX], *dp[FSM_DEPS_MAX];
+    if (job->deps != NULL) {
+        uint32_t n = job->deps->n <= FSM_DEPS_MAX ? job->deps->n : FSM_DEPS_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            spur__fsm__job_dep__init(&dv[i]);
+            dv[i].job_id = job->deps->d[i].job_id;
+            dv[i].type = job->deps->d[i].type;
+            dv[i].state = job->deps->d[i].state;
+            dp[i] = &dv[i];
+        }
+        r.n_deps = n;
+        r.deps = dp;
+        r.deps_any = job->deps->any;
+        r.deps_singleton = job->deps->singleton;
+        r.deps_kill_invalid = job->deps->kill_invalid;
+    }
     if (job->run != NULL) {
         uint32_t n = job->run->n;
         if (n > fl->cap) {
@@ -292,8 +308,7 @@ static int node_from_record(struct reader *rd, const Spur__Fsm__NodeRecord *r)
         return bad(rd, "more than %d nodes", FSM_MAX_NODES);
     struct fsm_node *node = fsm_nodes_add(&rd->f->nodes, name);
     if (node == NULL || fsm_node_set_identity(node, r->address, r->features, r->n_features) ||
-        fsm_node_set_reason_by(node, r->reason, r->reason_time_ms, r->reason_user,
-                               r->reason_uid))
+        fsm_node_set_reason_by(node, r->reason, r->reason_time_ms, r->reason_user, r->reason_uid))
         return FSM_ENOMEM;
     node->cpus = r->cpus;
     node->mem_mb = r->mem_mb;
@@ -368,6 +383,14 @@ static int check_job_record(struct reader *rd, const Spur__Fsm__JobRecord *r)
                    s->nodes);
     if (!fsm_text_ok(PB_STR(s->account), FSM_USER_MAX))
         return bad(rd, "job %" PRIu64 " has an account out of range", id);
+    if (r->n_deps > FSM_DEPS_MAX)
+        return bad(rd, "job %" PRIu64 " has %zu dependencies", id, r->n_deps);
+    for (size_t i = 0; i < r->n_deps; i++) {
+        const Spur__Fsm__JobDep *d = r->deps[i];
+        if (d->job_id == 0 || d->job_id >= id || !fsm_dep_type_valid(d->type) ||
+            d->state > FSM_DEP_FAILED)
+            return bad(rd, "job %" PRIu64 " has a dependency out of range", id);
+    }
     for (size_t i = 0; i < r->n_node_list; i++) {
         const char *name = PB_STR(r->node_list[i]);
         if (!fsm_name_ok(name, FSM_NAME_MAX))
@@ -420,11 +443,36 @@ static int job_from_record(struct reader *rd, const Spur__Fsm__JobRecord *r)
             job->run->ndone += job->run->done[i];
         }
     }
+    if (r->n_deps > 0 || r->deps_singleton) {
+        job->deps = fsm_deps_new((uint32_t)r->n_deps);
+        if (job->deps == NULL) {
+            fsm_job_free(job);
+            return FSM_ENOMEM;
+        }
+        job->deps->n = (uint32_t)r->n_deps;
+        for (size_t i = 0; i < r->n_deps; i++) {
+            job->deps->d[i].job_id = r->deps[i]->job_id;
+            job->deps->d[i].type = (uint8_t)r->deps[i]->type;
+            job->deps->d[i].state = (uint8_t)r->deps[i]->state;
+        }
+        job->deps->any = r->deps_any;
+        job->deps->singleton = r->deps_singleton;
+        job->deps->kill_invalid = r->deps_kill_invalid;
+        fsm_deps_combine(job->deps);
+    }
     if (fsm_jobs_add(&rd->f->jobs, job) != 0) {
         fsm_job_free(job);
         return FSM_ENOMEM;
     }
     rd->last_job_id = job->id;
+    /* The index is derived: a waiting job is listed under each job it still waits on. */
+    if (job->deps != NULL && job->state == SPUR__API__JOB_STATE__JOB_PENDING &&
+        job->deps->state == FSM_DEP_WAIT) {
+        for (uint32_t i = 0; i < job->deps->n; i++)
+            if (job->deps->d[i].state == FSM_DEP_WAIT &&
+                fsm_dep_index_add(&rd->f->jobs.deps, job->deps->d[i].job_id, job->id) != 0)
+                return FSM_ENOMEM;
+    }
     return FSM_OK;
 }
 

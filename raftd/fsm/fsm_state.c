@@ -84,6 +84,8 @@ static bool cached_fits(const struct fsm *f, const struct fsm_part *p, uint32_t 
 /* Where a pending job stands before jobs are compared with each other. */
 enum line {
     L_HELD,
+    L_DEPENDENCY, /* waits on other jobs, or on a singleton of its name */
+    L_DEP_NEVER,  /* its dependency can never be met */
     L_BEGIN_TIME,
     L_PART_GONE,
     L_PART_DOWN,
@@ -120,6 +122,14 @@ static enum line job_line(const struct fsm *f, const struct fsm_job *job,
 {
     if (job->held)
         return L_HELD;
+    if (job->deps != NULL) {
+        if (job->deps->state == FSM_DEP_WAIT)
+            return L_DEPENDENCY;
+        if (job->deps->state == FSM_DEP_FAILED)
+            return L_DEP_NEVER;
+        if (job->deps->singleton && fsm_state_singleton_busy(f, job))
+            return L_DEPENDENCY;
+    }
     if (job->eligible_ms > f->now_ms)
         return L_BEGIN_TIME;
     const struct fsm_part *p = fsm_nodes_part(&f->nodes, job->partition);
@@ -177,6 +187,10 @@ static const char *pending_reason(const struct fsm *f, const struct fsm_job *job
     switch (job_line(f, job, cache, &p)) {
     case L_HELD:
         return "JobHeldUser";
+    case L_DEPENDENCY:
+        return "Dependency";
+    case L_DEP_NEVER:
+        return "DependencyNeverSatisfied";
     case L_BEGIN_TIME:
         return "BeginTime";
     case L_PART_GONE:
@@ -202,6 +216,22 @@ static const char *pending_reason(const struct fsm *f, const struct fsm_job *job
                                              job->eligible_ms, job->id))
         return "Priority";
     return "Resources";
+}
+
+bool fsm_state_singleton_busy(const struct fsm *f, const struct fsm_job *job)
+{
+    for (size_t i = 0; i < f->jobs.norder; i++) {
+        const struct fsm_job *o = f->jobs.order[i];
+        if (o == NULL || o == job || o->uid != job->uid || strcmp(o->name, job->name) != 0 ||
+            strcmp(o->user, job->user) != 0)
+            continue;
+        if (fsm_job_state_placed(o->state))
+            return true;
+        if (o->id < job->id && o->state == SPUR__API__JOB_STATE__JOB_PENDING && !o->held &&
+            o->deps != NULL && o->deps->singleton && o->deps->state == FSM_DEP_MET)
+            return true;
+    }
+    return false;
 }
 
 const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *job,

@@ -84,7 +84,9 @@ struct fsm_fit_cache {
 
 /*
  * The reason a pending job waits, in Slurm's words, first that applies: JobHeldUser,
- * BeginTime (eligible later: a launch back-off), PartitionConfig (its partition is gone),
+ * Dependency (it waits on other jobs, or on a singleton of its user and name),
+ * DependencyNeverSatisfied (its dependency failed, --kill-on-invalid-dep=no), BeginTime
+ * (eligible later: a launch back-off), PartitionConfig (its partition is gone),
  * PartitionDown, PartitionNodeLimit, PartitionTimeLimit, PartitionConfig (more CPUs or
  * memory per node than the partition allows now), ReqNodeNotAvail (no node of the
  * partition is usable), None (it fits now: about to start), Priority (it does not fit
@@ -94,6 +96,11 @@ struct fsm_fit_cache {
  */
 const char *fsm_state_pending_reason(const struct fsm *f, const struct fsm_job *job,
                                      struct fsm_fit_cache *cache);
+/*
+ * Whether a singleton job must wait: another job of its user and name is placed, or one
+ * with a lower id is pending, singleton itself and free to start. One walk of the jobs.
+ */
+bool fsm_state_singleton_busy(const struct fsm *f, const struct fsm_job *job);
 /* The reason shown for any job: the pending reason, or why a finished job ended. */
 const char *fsm_state_job_reason(const struct fsm *f, const struct fsm_job *job,
                                  struct fsm_fit_cache *cache);

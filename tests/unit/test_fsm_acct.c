@@ -711,7 +711,7 @@ START_TEST(test_snapshot_roundtrip)
     ck_assert_uint_eq(whole->n_acct, 6);
     ck_assert_uint_eq(whole->acct[0]->seq, 3);
     ck_assert_ptr_nonnull(whole->header);
-    ck_assert_uint_eq(whole->header->format_version, 2);
+    ck_assert_uint_eq(whole->header->format_version, FSM_SNAPSHOT_VERSION);
     ck_assert(whole->header->accounting);
     ck_assert_uint_eq(whole->header->next_acct_seq, 9);
     spur__fsm__snapshot__free_unpacked(whole, NULL);

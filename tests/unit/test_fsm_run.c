@@ -18,6 +18,7 @@
  */
 #include "check_run.h"
 #include "fsm.h"
+#include "fsm_deps.h"
 #include "fsm_drive.h"
 
 #include <check.h>
@@ -182,6 +183,9 @@ struct job_opts {
     bool requeue;
     bool hold;
     uint32_t time_limit_min;
+    const char *dependency;
+    bool kill_invalid;
+    const char *name; /* NULL: "run" */
 };
 
 static uint64_t submit(struct t *t, const struct job_opts *o)
@@ -197,6 +201,10 @@ static uint64_t submit(struct t *t, const struct job_opts *o)
         s.requeue = o->requeue;
         s.hold = o->hold;
         s.time_limit_min = o->time_limit_min;
+        s.dependency = (char *)o->dependency;
+        s.kill_on_invalid_dep = o->kill_invalid;
+        if (o->name != NULL)
+            s.name = (char *)o->name;
     }
     Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;
     c.op_case = SPUR__FSM__COMMAND__OP_SUBMIT_JOB;
@@ -392,6 +400,7 @@ struct jv {
     char batch_host[64];
     bool requeue;
     char account[64];
+    char dependency[256];
 };
 
 static struct jv job(struct t *t, uint64_t id)
@@ -415,6 +424,7 @@ static struct jv job(struct t *t, uint64_t id)
     snprintf(v.reason, sizeof(v.reason), "%s", j->reason);
     snprintf(v.batch_host, sizeof(v.batch_host), "%s", j->batch_host);
     snprintf(v.account, sizeof(v.account), "%s", j->spec->account);
+    snprintf(v.dependency, sizeof(v.dependency), "%s", j->dependency);
     fsm_read_free(&rd);
     return v;
 }
@@ -1503,6 +1513,312 @@ START_TEST(test_random_lifecycle)
 }
 END_TEST
 
+/* ---- dependencies ------------------------------------------------------------------------- */
+
+/* A submit with this dependency text, refused with code and a message containing part. */
+static void submit_refused(struct t *t, const char *dep, int code, const char *part)
+{
+    Spur__Api__JobSpec s = SPUR__API__JOB_SPEC__INIT;
+    s.script.data = (uint8_t *)SCRIPT;
+    s.script.len = strlen(SCRIPT);
+    s.dependency = (char *)dep;
+    Spur__Fsm__Command c = SPUR__FSM__COMMAND__INIT;
+    c.op_case = SPUR__FSM__COMMAND__OP_SUBMIT_JOB;
+    c.submit_job = &s;
+    Spur__Api__Response *resp = fsm_drive_apply(t->f, &c, t->now);
+    ck_assert_msg((int)resp->code == code && strstr(resp->error, part) != NULL,
+                  "\"%s\": code %d \"%s\", want %d \"%s\"", dep, (int)resp->code, resp->error, code,
+                  part);
+    spur__api__response__free_unpacked(resp, NULL);
+}
+
+static uint64_t submit_dep(struct t *t, const char *dep)
+{
+    struct job_opts o = {.dependency = dep};
+    return submit(t, &o);
+}
+
+/* Run a placed-able job to its end on n1 with this exit code. */
+static void run_to_end(struct t *t, uint64_t id, int exit_code)
+{
+    allocate(t, id, "n1", NULL);
+    uint32_t attempt = job(t, id).attempt;
+    started(t, id, attempt);
+    report(t, &(struct rep){.id = id, .node = "n1", .attempt = attempt, .exit_code = exit_code});
+}
+
+/* Whether a scheduler pass now would place job id. */
+static bool sched_places(struct t *t, uint64_t id)
+{
+    struct fsm_sched_opts o = {.now_ms = t->now};
+    struct fsm_sched_result r;
+    ck_assert_int_eq(fsm_sched_pass(t->f, &o, &r), FSM_OK);
+    bool found = false;
+    for (size_t i = 0; i < r.n; i++)
+        found |= r.v[i].job_id == id;
+    fsm_sched_result_free(&r);
+    return found;
+}
+
+START_TEST(test_deps_parse)
+{
+    static const struct {
+        const char *text;
+        uint32_t n;
+        bool any, singleton;
+    } good[] = {
+        {"afterok:7", 1, false, false},
+        {"afterok:7:8,afterany:9", 3, false, false},
+        {"after:1?afternotok:2", 2, true, false},
+        {"singleton", 0, false, true},
+        {"afterok:3,singleton", 1, false, true},
+        {"afterok:1,afterok:2?afterany:3", 3, true, false},    /* one '?': any of, as Slurm */
+        {"afterok:4:4,afterok:4,afterany:4", 2, false, false}, /* a pair once */
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        struct fsm_job_deps *d = NULL;
+        char err[160] = "";
+        ck_assert_msg(fsm_deps_parse(good[i].text, &d, err, sizeof(err)) == 0, "%s: %s",
+                      good[i].text, err);
+        ck_assert_ptr_nonnull(d);
+        ck_assert_uint_eq(d->n, good[i].n);
+        ck_assert(d->any == good[i].any && d->singleton == good[i].singleton);
+        ck_assert_uint_eq(d->state, good[i].n == 0 ? FSM_DEP_MET : FSM_DEP_WAIT);
+        free(d);
+    }
+    static const struct {
+        const char *text, *part;
+    } bad[] = {
+        {"afterok", "not a dependency"},
+        {"afterok:", "missing"},
+        {"afterok:1,,afterok:2", "empty item"},
+        {"aftercorr:1", "not supported"},
+        {"afterok:x1", "not a job id"},
+        {"afterok:0", "not a job id"},
+        {"after:1+10", "delay"},
+        {"afterok:5_3", "array"},
+        {"afterok:123456789012345678901234", "too large"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct fsm_job_deps *d = NULL;
+        char err[160] = "";
+        ck_assert_int_eq(fsm_deps_parse(bad[i].text, &d, err, sizeof(err)), -1);
+        ck_assert_ptr_null(d);
+        ck_assert_msg(strstr(err, bad[i].part) != NULL, "%s: \"%s\"", bad[i].text, err);
+    }
+    struct fsm_job_deps *d = NULL;
+    char err[160];
+    ck_assert_int_eq(fsm_deps_parse("", &d, err, sizeof(err)), 0);
+    ck_assert_ptr_null(d);
+}
+END_TEST
+
+START_TEST(test_deps_lifecycle)
+{
+    struct t t;
+    t_init(&t, true);
+    uint64_t a = submit(&t, NULL);
+    char dep[64];
+    snprintf(dep, sizeof(dep), "afterok:%llu", (unsigned long long)a);
+    uint64_t ok = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "afternotok:%llu", (unsigned long long)a);
+    uint64_t notok = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "after:%llu", (unsigned long long)a);
+    uint64_t after = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "afterany:%llu", (unsigned long long)a);
+    uint64_t any = submit_dep(&t, dep);
+    struct job_opts ko = {.dependency = dep, .kill_invalid = true};
+    snprintf(dep, sizeof(dep), "afternotok:%llu", (unsigned long long)a);
+    uint64_t killed = submit(&t, &ko);
+
+    check_job(&t, ok, J(PENDING), "Dependency");
+    struct jv v = job(&t, ok);
+    snprintf(dep, sizeof(dep), "afterok:%llu(unfulfilled)", (unsigned long long)a);
+    ck_assert_str_eq(v.dependency, dep);
+    ck_assert(!sched_places(&t, ok));
+    ck_assert(sched_places(&t, a));
+    /* An allocation of a waiting job is stale and skipped. */
+    allocate(&t, ok, "n2", NULL);
+    check_job(&t, ok, J(PENDING), "Dependency");
+
+    /* a starts: after: is met; the others still wait. */
+    t.now += 1000;
+    allocate(&t, a, "n1", NULL);
+    started(&t, a, 1);
+    check_job(&t, after, J(PENDING), "None");
+    ck_assert_str_eq(job(&t, after).dependency, "");
+    ck_assert_uint_eq(job(&t, after).eligible_ms, t.now);
+    check_job(&t, any, J(PENDING), "Dependency");
+    check_job(&t, killed, J(PENDING), "Dependency");
+
+    /* a completes: afterok and afterany met, afternotok failed (one killed). */
+    t.now += 1000;
+    report(&t, &(struct rep){.id = a, .node = "n1", .attempt = 1});
+    check_job(&t, a, J(COMPLETED), NULL);
+    check_job(&t, ok, J(PENDING), "None");
+    check_job(&t, any, J(PENDING), "None");
+    check_job(&t, notok, J(PENDING), "DependencyNeverSatisfied");
+    snprintf(dep, sizeof(dep), "afternotok:%llu(failed)", (unsigned long long)a);
+    ck_assert_str_eq(job(&t, notok).dependency, dep);
+    ck_assert(!sched_places(&t, notok));
+    check_job(&t, killed, J(CANCELLED), "DependencyNeverSatisfied");
+    ck_assert(sched_places(&t, ok));
+
+    /* A dependency on a job that ended already is judged at submit. */
+    snprintf(dep, sizeof(dep), "afternotok:%llu", (unsigned long long)a);
+    uint64_t late = submit_dep(&t, dep);
+    check_job(&t, late, J(PENDING), "DependencyNeverSatisfied");
+    snprintf(dep, sizeof(dep), "afterok:%llu", (unsigned long long)a);
+    check_job(&t, submit_dep(&t, dep), J(PENDING), "None");
+    /* One that would end now is cancelled at once. */
+    ko.dependency = "afternotok:1";
+    check_job(&t, submit(&t, &ko), J(CANCELLED), "DependencyNeverSatisfied");
+
+    /* A job not held (never submitted here) meets its entry, as in Slurm. */
+    uint64_t ghost = submit_dep(&t, "afterok:999");
+    check_job(&t, ghost, J(PENDING), "None");
+    ck_assert_str_eq(job(&t, ghost).dependency, "");
+    /* Refused: bad syntax. */
+    submit_refused(&t, "afterlunch:1", C_INVALID, "Job dependency problem");
+    submit_refused(&t, "afterok:1,,afterok:2", C_INVALID, "Job dependency problem");
+    t_free(&t);
+}
+END_TEST
+
+/* afternotok runs only on failure; '?' needs one; a chain of afterok runs in order. */
+START_TEST(test_deps_failure_any_chain)
+{
+    struct t t;
+    t_init(&t, true);
+    uint64_t a = submit(&t, NULL);
+    uint64_t b = submit(&t, NULL);
+    char dep[96];
+    snprintf(dep, sizeof(dep), "afternotok:%llu", (unsigned long long)a);
+    uint64_t on_fail = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "afterok:%llu", (unsigned long long)a);
+    uint64_t on_ok = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "afterok:%llu?afterok:%llu", (unsigned long long)a,
+             (unsigned long long)b);
+    uint64_t either = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "afterok:%llu:%llu", (unsigned long long)a, (unsigned long long)b);
+    uint64_t both = submit_dep(&t, dep);
+    run_to_end(&t, a, 3);
+    check_job(&t, a, J(FAILED), NULL);
+    check_job(&t, on_fail, J(PENDING), "None");
+    check_job(&t, on_ok, J(PENDING), "DependencyNeverSatisfied");
+    check_job(&t, either, J(PENDING), "Dependency"); /* b may still succeed */
+    check_job(&t, both, J(PENDING), "DependencyNeverSatisfied");
+    run_to_end(&t, b, 0);
+    check_job(&t, either, J(PENDING), "None");
+
+    /* A chain: each link waits for the one before. */
+    uint64_t chain[5];
+    chain[0] = submit(&t, NULL);
+    for (int i = 1; i < 5; i++) {
+        snprintf(dep, sizeof(dep), "afterok:%llu", (unsigned long long)chain[i - 1]);
+        chain[i] = submit_dep(&t, dep);
+    }
+    for (int i = 0; i < 5; i++) {
+        for (int k = i + 1; k < 5; k++)
+            check_job(&t, chain[k], J(PENDING), "Dependency");
+        ck_assert(sched_places(&t, chain[i]));
+        run_to_end(&t, chain[i], 0);
+        check_job(&t, chain[i], J(COMPLETED), NULL);
+    }
+    /* A cancelled link fails the rest of an afterok chain, and kill-on-invalid cascades. */
+    uint64_t k0 = submit(&t, NULL);
+    snprintf(dep, sizeof(dep), "afterok:%llu", (unsigned long long)k0);
+    struct job_opts ko = {.dependency = dep, .kill_invalid = true};
+    uint64_t k1 = submit(&t, &ko);
+    snprintf(dep, sizeof(dep), "afterok:%llu", (unsigned long long)k1);
+    uint64_t k2 = submit(&t, &ko);
+    snprintf(dep, sizeof(dep), "afterany:%llu", (unsigned long long)k2);
+    uint64_t k3 = submit_dep(&t, dep);
+    cancel(&t, k0);
+    check_job(&t, k1, J(CANCELLED), "DependencyNeverSatisfied");
+    check_job(&t, k2, J(CANCELLED), "DependencyNeverSatisfied");
+    check_job(&t, k3, J(PENDING), "None");
+    t_free(&t);
+}
+END_TEST
+
+/* singleton: one job of a user and name placed at a time, the lowest id first. */
+START_TEST(test_deps_singleton)
+{
+    struct t t;
+    t_init(&t, true);
+    struct job_opts o = {.name = "solo", .dependency = "singleton"};
+    uint64_t s1 = submit(&t, &o);
+    uint64_t s2 = submit(&t, &o);
+    struct job_opts plain = {.name = "solo"};
+    uint64_t p = submit(&t, &plain);
+    check_job(&t, s1, J(PENDING), "None");
+    ck_assert_str_eq(job(&t, s1).dependency, ""); /* nothing blocks it: Slurm's (null) */
+    check_job(&t, s2, J(PENDING), "Dependency");
+    ck_assert_str_eq(job(&t, s2).dependency, "singleton(unfulfilled)");
+    ck_assert(sched_places(&t, s1));
+    ck_assert(!sched_places(&t, s2));
+    ck_assert(sched_places(&t, p)); /* not a singleton itself */
+    allocate(&t, p, "n2", NULL);
+    /* p of the same name runs: s1 waits too, and an allocation of it is skipped. */
+    check_job(&t, s1, J(PENDING), "Dependency");
+    allocate(&t, s1, "n1", NULL);
+    check_job(&t, s1, J(PENDING), "Dependency");
+    report(&t, &(struct rep){.id = p, .node = "n2", .attempt = 1, .never_ran = true});
+    check_job(&t, s1, J(PENDING), "None");
+    run_to_end(&t, s1, 0);
+    check_job(&t, s2, J(PENDING), "None");
+    ck_assert_str_eq(job(&t, s1).dependency, "");
+    ck_assert(sched_places(&t, s2));
+    t_free(&t);
+}
+END_TEST
+
+/* Waiting dependencies survive a snapshot: a restored twin goes on in the same bytes. */
+START_TEST(test_deps_snapshot)
+{
+    struct t t;
+    t_init(&t, true);
+    uint64_t a = submit(&t, NULL);
+    uint64_t b = submit(&t, NULL);
+    char dep[96];
+    snprintf(dep, sizeof(dep), "afterok:%llu,afterany:%llu", (unsigned long long)a,
+             (unsigned long long)b);
+    uint64_t w = submit_dep(&t, dep);
+    snprintf(dep, sizeof(dep), "afternotok:%llu?after:%llu", (unsigned long long)a,
+             (unsigned long long)b);
+    struct job_opts ko = {.dependency = dep, .kill_invalid = true, .name = "x"};
+    uint64_t w2 = submit(&t, &ko);
+    struct job_opts so = {.dependency = "singleton", .name = "x"};
+    uint64_t w3 = submit(&t, &so);
+    run_to_end(&t, b, 0); /* one entry of w met before the snapshot */
+
+    uint8_t *snap;
+    size_t n;
+    snapshot(t.f, &snap, &n);
+    struct t u = {.f = fsm_new(NULL), .now = t.now};
+    ck_assert_ptr_nonnull(u.f);
+    char err[256];
+    ck_assert_msg(fsm_restore(u.f, snap, n, err, sizeof(err)) == FSM_OK, "%s", err);
+    free(snap);
+    ck_assert(fsm_drive_same(t.f, u.f));
+    check_job(&u, w, J(PENDING), "Dependency");
+    snprintf(dep, sizeof(dep), "afterok:%llu(unfulfilled)", (unsigned long long)a);
+    ck_assert_str_eq(job(&u, w).dependency, dep);
+    check_job(&u, w2, J(PENDING), "None");
+    check_job(&u, w3, J(PENDING), "None");
+    struct t *both[2] = {&t, &u};
+    for (int i = 0; i < 2; i++) {
+        both[i]->now += 1000;
+        run_to_end(both[i], a, 0);
+        check_job(both[i], w, J(PENDING), "None");
+    }
+    ck_assert(fsm_drive_same(t.f, u.f));
+    t_free(&t);
+    t_free(&u);
+}
+END_TEST
+
 static Suite *fsm_run_suite(void)
 {
     Suite *s = suite_create("fsm_run");
@@ -1519,6 +1835,9 @@ static Suite *fsm_run_suite(void)
     check_case(s, "cancel", (const TTest *[]){test_cancel_placed, test_pending_reasons, NULL});
     check_case(s, "state",
                (const TTest *[]){test_snapshot_every_state, test_events_only_when_enabled, NULL});
+    check_case(s, "deps",
+               (const TTest *[]){test_deps_parse, test_deps_lifecycle, test_deps_failure_any_chain,
+                                 test_deps_singleton, test_deps_snapshot, NULL});
     TCase *tc = check_case(s, "random", (const TTest *[]){NULL});
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_random_lifecycle, 0, 4);

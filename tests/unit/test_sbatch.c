@@ -734,6 +734,51 @@ START_TEST(test_requeue_account)
 }
 END_TEST
 
+/*
+ * -d/--dependency and --kill-on-invalid-dep: passed as written (the controller parses the
+ * dependency), from the command line or #SBATCH lines, the command line winning; the
+ * kill flag takes yes or no in Slurm's words.
+ */
+START_TEST(test_dependency)
+{
+    struct sbatch_parse_job j;
+    Spur__Api__JobSpec spec = SPUR__API__JOB_SPEC__INIT;
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", NULL), 0);
+    ck_assert_str_eq(j.dependency, "");
+    ck_assert(!j.kill_invalid);
+    sbatch_parse_job_free(&j);
+
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-d", "afterok:5:6?singleton",
+                           "--kill-on-invalid-dep=yes", NULL),
+                     0);
+    ck_assert_str_eq(j.dependency, "afterok:5:6?singleton");
+    ck_assert(j.kill_invalid);
+    sbatch_parse_job_to_spec(&j, &spec);
+    ck_assert_str_eq(spec.dependency, "afterok:5:6?singleton");
+    ck_assert(spec.kill_on_invalid_dep);
+    sbatch_parse_job_free(&j);
+
+    static const char script[] =
+        "#!/bin/sh\n#SBATCH --dependency=afterany:3\n#SBATCH --kill-on-invalid-dep=YES\ntrue\n";
+    ck_assert_int_eq(build(&j, script, "a.sh", NULL), 0);
+    ck_assert_str_eq(j.dependency, "afterany:3");
+    ck_assert(j.kill_invalid);
+    sbatch_parse_job_free(&j);
+    ck_assert_int_eq(
+        build(&j, script, "a.sh", "--dependency", "after:4", "--kill-on-invalid-dep", "no", NULL),
+        0);
+    ck_assert_str_eq(j.dependency, "after:4");
+    ck_assert(!j.kill_invalid);
+    sbatch_parse_job_free(&j);
+
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "--kill-on-invalid-dep=maybe", NULL),
+                     SBATCH_PARSE_BAD_VALUE);
+    ASSERT_ERR_HAS("Invalid --kill-on-invalid-dep specification");
+    ck_assert_int_eq(build(&j, "#!/bin/sh\ntrue\n", "a.sh", "-d", NULL), -2);
+    ASSERT_ERR_HAS("option requires an argument -- 'd'");
+}
+END_TEST
+
 /* ---- scripts -------------------------------------------------------------------------- */
 
 START_TEST(test_script_checks)
@@ -991,8 +1036,9 @@ static Suite *sbatch_suite(void)
 
     check_case(s, "job",
                (const TTest *[]){test_cli_overrides_directives, test_defaults, test_job_to_spec,
-                                 test_requeue_account, test_script_checks, test_oversized_script,
-                                 test_wrap, test_export, test_sbatch_environment, NULL});
+                                 test_requeue_account, test_dependency, test_script_checks,
+                                 test_oversized_script, test_wrap, test_export,
+                                 test_sbatch_environment, NULL});
     return s;
 }
 
